@@ -1,0 +1,54 @@
+// Package methodkind tells which gRPC methods are unary, so the sidecar
+// collapses only those and passes everything else through unchanged.
+//
+// A Resolver learns method kinds from three sources: an explicit list of unary
+// methods, a FileDescriptorSet file, and the backend's server reflection
+// (grpc.reflection.v1, falling back to v1alpha). The explicit sources are
+// loaded once by NewResolver and win over reflection when they disagree: they
+// are the operator's deliberate statement, and they keep working when the
+// backend hides or lacks reflection. Reflection is asked by Run, at start and
+// whenever Kind meets a method it does not know.
+package methodkind
+
+// Kind is the streaming shape of a method.
+type Kind uint8
+
+// The kinds of a method. Only Unary calls are collapsed; Unknown is treated
+// like a streaming call (passed through).
+const (
+	Unknown Kind = iota
+	Unary
+	ServerStreaming
+	ClientStreaming
+	BidiStreaming
+)
+
+// String returns the kind in snake case, e.g. "server_streaming".
+func (k Kind) String() string {
+	switch k {
+	case Unary:
+		return "unary"
+	case ServerStreaming:
+		return "server_streaming"
+	case ClientStreaming:
+		return "client_streaming"
+	case BidiStreaming:
+		return "bidi_streaming"
+	default:
+		return "unknown"
+	}
+}
+
+// kindOf maps a method descriptor's streaming flags to its Kind.
+func kindOf(clientStreaming, serverStreaming bool) Kind {
+	switch {
+	case clientStreaming && serverStreaming:
+		return BidiStreaming
+	case clientStreaming:
+		return ClientStreaming
+	case serverStreaming:
+		return ServerStreaming
+	default:
+		return Unary
+	}
+}

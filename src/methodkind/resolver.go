@@ -1,0 +1,207 @@
+package methodkind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+const (
+	// DefaultRefreshInterval is the minimum time between reflection refreshes
+	// when Options.RefreshInterval is 0.
+	DefaultRefreshInterval = 10 * time.Second
+	// refreshTimeout bounds one reflection refresh.
+	refreshTimeout = 10 * time.Second
+	// firstRetryDelay is the wait before retrying a failed refresh (the
+	// backend may start after the sidecar); it doubles up to the interval.
+	firstRetryDelay = 100 * time.Millisecond
+	// maxWarned bounds the unknown methods remembered for log-once, since
+	// clients choose method names.
+	maxWarned = 1000
+)
+
+// Options configures a Resolver. Explicit sources (DescriptorSetPath,
+// UnaryMethods) win over reflection when they disagree.
+type Options struct {
+	// Backend is asked for server reflection when UseReflection is set.
+	Backend grpc.ClientConnInterface
+	// UseReflection makes Run learn kinds from the backend's server reflection.
+	UseReflection bool
+	// DescriptorSetPath names a binary FileDescriptorSet; "" = none.
+	DescriptorSetPath string
+	// UnaryMethods lists full method names ("/pkg.Service/Method") to treat as unary.
+	UnaryMethods []string
+	// RefreshInterval is the minimum time between reflection refreshes;
+	// 0 = DefaultRefreshInterval.
+	RefreshInterval time.Duration
+	// Logger receives the resolver's logs; nil = discard.
+	Logger *slog.Logger
+}
+
+// Resolver answers the kind of a method. Kind is safe for concurrent use and
+// never blocks; Run keeps the reflection-learned kinds up to date.
+type Resolver struct {
+	explicit      map[string]Kind                 // from DescriptorSetPath and UnaryMethods; read-only after NewResolver
+	learned       atomic.Pointer[map[string]Kind] // from reflection; the map is never modified, only replaced
+	backend       grpc.ClientConnInterface
+	useReflection bool
+	interval      time.Duration
+	logger        *slog.Logger
+	wake          chan struct{} // capacity 1: Kind asks Run for a refresh
+
+	warned  sync.Map   // unknown methods already logged
+	warnMu  sync.Mutex // guards warnedN
+	warnedN int        // entries in warned, at most maxWarned
+}
+
+// NewResolver loads the descriptor set and the unary method list now; errors
+// name the bad input.
+func NewResolver(o Options) (*Resolver, error) {
+	if o.UseReflection && o.Backend == nil {
+		return nil, errors.New("methodkind: UseReflection needs a Backend")
+	}
+	if o.RefreshInterval < 0 {
+		return nil, fmt.Errorf("methodkind: RefreshInterval %v is negative", o.RefreshInterval)
+	}
+	explicit, err := explicitKinds(o.DescriptorSetPath, o.UnaryMethods)
+	if err != nil {
+		return nil, err
+	}
+	r := &Resolver{
+		explicit:      explicit,
+		backend:       o.Backend,
+		useReflection: o.UseReflection,
+		interval:      o.RefreshInterval,
+		logger:        o.Logger,
+		wake:          make(chan struct{}, 1),
+	}
+	if r.interval == 0 {
+		r.interval = DefaultRefreshInterval
+	}
+	if r.logger == nil {
+		r.logger = slog.New(slog.DiscardHandler)
+	}
+	return r, nil
+}
+
+// Kind returns the kind of fullMethod ("/pkg.Service/Method"). It never
+// blocks. An unknown method is logged once, with how to enable collapsing, and
+// wakes Run to ask reflection again.
+func (r *Resolver) Kind(fullMethod string) Kind {
+	if k, ok := r.explicit[fullMethod]; ok {
+		return k
+	}
+	if learned := r.learned.Load(); learned != nil {
+		if k, ok := (*learned)[fullMethod]; ok {
+			return k
+		}
+	}
+	r.warnUnknown(fullMethod)
+	select {
+	case r.wake <- struct{}{}:
+	default: // a refresh is already requested
+	}
+	return Unknown
+}
+
+func (r *Resolver) warnUnknown(method string) {
+	if _, ok := r.warned.Load(method); ok {
+		return
+	}
+	r.warnMu.Lock()
+	defer r.warnMu.Unlock()
+	if r.warnedN >= maxWarned {
+		return
+	}
+	if _, loaded := r.warned.LoadOrStore(method, struct{}{}); loaded {
+		return
+	}
+	r.warnedN++
+	r.logger.Warn("method kind unknown: its calls pass through without collapsing",
+		"method", method,
+		"hint", "to collapse it, enable server reflection on the backend, "+
+			"or list it in COLLAPSER_UNARY_METHODS, or point COLLAPSER_DESCRIPTOR_SET at a FileDescriptorSet")
+}
+
+// Run asks the backend's reflection now, then whenever Kind is woken by an
+// unknown method, at most once per RefreshInterval. A failed refresh (the
+// backend may not be up yet) is retried with backoff. Run returns when ctx
+// ends; without UseReflection it only waits for that.
+func (r *Resolver) Run(ctx context.Context) {
+	if !r.useReflection {
+		<-ctx.Done()
+		return
+	}
+	timer := time.NewTimer(0) // the first refresh is immediate
+	defer timer.Stop()
+	pending := true    // a refresh is due when timer fires
+	var next time.Time // earliest start of the next refresh after a success
+	retry := firstRetryDelay
+	retrying := false           // the previous refresh failed
+	noReflectionLogged := false // the backend's missing reflection was reported
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+			if !pending {
+				pending = true
+				timer.Reset(time.Until(next))
+			}
+		case <-timer.C:
+			err := r.refresh(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil && !errors.Is(err, errNoReflection) {
+				if retrying {
+					r.logger.Debug("backend reflection still failing", "error", err, "retry_in", retry)
+				} else {
+					r.logger.Info("cannot learn method kinds from backend reflection yet; retrying", "error", err)
+				}
+				retrying = true
+				timer.Reset(retry)
+				retry = min(2*retry, r.interval)
+				continue
+			}
+			if err != nil && !noReflectionLogged {
+				noReflectionLogged = true
+				r.logger.Warn("method kinds cannot be learned: "+err.Error(), "hint",
+					"enable server reflection on the backend, or set COLLAPSER_UNARY_METHODS or COLLAPSER_DESCRIPTOR_SET")
+			}
+			retrying = false
+			retry = firstRetryDelay
+			pending = false
+			next = time.Now().Add(r.interval)
+		}
+	}
+}
+
+// refresh replaces the learned kinds with what reflection reports now.
+func (r *Resolver) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	kinds, version, err := fetchKinds(ctx, r.backend)
+	if err != nil {
+		return err
+	}
+	if old := r.learned.Load(); old != nil && maps.Equal(*old, kinds) {
+		return nil
+	}
+	r.learned.Store(&kinds)
+	r.logger.Info("learned method kinds from backend reflection", "methods", len(kinds), "reflection", version)
+	for m, k := range kinds {
+		if e, ok := r.explicit[m]; ok && e != k {
+			r.logger.Warn("explicit method kind overrides backend reflection",
+				"method", m, "explicit", e.String(), "reflection", k.String())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package methodkind
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+// explicitKinds merges the explicit sources: the descriptor set at path (if
+// any) and the unary method list. A listed method the descriptor set declares
+// streaming is an error: collapsing it would break its calls.
+func explicitKinds(path string, unary []string) (map[string]Kind, error) {
+	kinds := map[string]Kind{}
+	if path != "" {
+		var err error
+		if kinds, err = loadDescriptorSet(path); err != nil {
+			return nil, err
+		}
+	}
+	for i, m := range unary {
+		if err := validateMethod(m); err != nil {
+			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: %w", i, m, err)
+		}
+		if k, ok := kinds[m]; ok && k != Unary {
+			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: descriptor set %s declares it %s", i, m, path, k)
+		}
+		kinds[m] = Unary
+	}
+	return kinds, nil
+}
+
+// loadDescriptorSet reads the kinds of all methods declared in a binary
+// FileDescriptorSet (protoc --descriptor_set_out, buf build -o x.binpb).
+func loadDescriptorSet(path string) (map[string]Kind, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("methodkind: read descriptor set: %w", err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("methodkind: descriptor set %s is not a binary FileDescriptorSet: %w", path, err)
+	}
+	kinds := map[string]Kind{}
+	for _, f := range set.GetFile() {
+		addServices(kinds, f)
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("methodkind: descriptor set %s declares no service methods", path)
+	}
+	return kinds, nil
+}
+
+// addServices records the kind of every method of every service in f and
+// returns the full names of those services.
+func addServices(kinds map[string]Kind, f *descriptorpb.FileDescriptorProto) []string {
+	var services []string
+	for _, s := range f.GetService() {
+		name := s.GetName()
+		if pkg := f.GetPackage(); pkg != "" {
+			name = pkg + "." + name
+		}
+		services = append(services, name)
+		for _, m := range s.GetMethod() {
+			kinds["/"+name+"/"+m.GetName()] = kindOf(m.GetClientStreaming(), m.GetServerStreaming())
+		}
+	}
+	return services
+}
+
+// validateMethod accepts a full method name "/pkg.Service/Method" (the package
+// is optional): proto identifiers, dot-separated in the service name.
+func validateMethod(m string) error {
+	svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
+	if !ok || !strings.HasPrefix(m, "/") {
+		return errors.New(`want "/package.Service/Method"`)
+	}
+	for part := range strings.SplitSeq(svc, ".") {
+		if !isIdent(part) {
+			return fmt.Errorf("service name %q is not a dot-separated proto name", svc)
+		}
+	}
+	if !isIdent(method) {
+		return fmt.Errorf("method name %q is not a proto identifier", method)
+	}
+	return nil
+}
+
+// isIdent reports whether s is a proto identifier: a letter or '_', then
+// letters, digits or '_'.
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,137 @@
+package requestkey
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// protoSubtype is the content-subtype of the default codec; a call without a
+// subtype ("application/grpc") uses it too.
+const protoSubtype = "proto"
+
+// stackHeaders is how many kept headers Key sorts without a heap allocation.
+const stackHeaders = 32
+
+// header is one metadata entry kept for the key.
+type header struct {
+	name   string // lower case
+	orig   string // as found in the MD, to order duplicates after lower-casing
+	values []string
+}
+
+// Key returns the full-content key of a call:
+//
+//	uvarint(len) method | uvarint(len) subtype | uvarint(len) payload |
+//	for each kept header, names sorted:
+//	    uvarint(len) name | uvarint(count) | uvarint(len) value ...
+//
+// The subtype "" is normalised to "proto". Header names are lower-cased;
+// values keep their order and are compared as bytes (binary "-bin" values are
+// the decoded bytes). Names whose lower-case forms coincide are merged, values
+// ordered by original name; headers without values are left out. Equal keys
+// <=> equal normalised (method, subtype, payload, kept headers) tuples.
+//
+// The result is the only allocation when at most 32 headers are kept and all
+// names are already lower case (always true for metadata received by gRPC).
+func (r *Rule) Key(method, subtype string, payload []byte, md metadata.MD) string {
+	if subtype == "" {
+		subtype = protoSubtype
+	}
+	var stack [stackHeaders]header
+	kept := stack[:0]
+	for orig, values := range md {
+		if len(values) == 0 {
+			continue
+		}
+		name := orig
+		if hasUpper(orig) {
+			name = strings.ToLower(orig)
+		}
+		if r.keeps(name) {
+			kept = append(kept, header{name: name, orig: orig, values: values})
+		}
+	}
+	slices.SortFunc(kept, compareHeaders)
+
+	size := fieldLen(len(method)) + fieldLen(len(subtype)) + fieldLen(len(payload))
+	for i, h := range kept {
+		if i == 0 || kept[i-1].name != h.name {
+			size += fieldLen(len(h.name)) + uvarintLen(uint64(valueCount(kept[i:])))
+		}
+		for _, v := range h.values {
+			size += fieldLen(len(v))
+		}
+	}
+
+	var b strings.Builder
+	b.Grow(size)
+	writeField(&b, method)
+	writeField(&b, subtype)
+	writeUvarint(&b, uint64(len(payload)))
+	b.Write(payload)
+	for i, h := range kept {
+		if i == 0 || kept[i-1].name != h.name {
+			writeField(&b, h.name)
+			writeUvarint(&b, uint64(valueCount(kept[i:])))
+		}
+		for _, v := range h.values {
+			writeField(&b, v)
+		}
+	}
+	return b.String()
+}
+
+// compareHeaders orders by lower-case name, then by original name so merged
+// duplicates have a deterministic value order.
+func compareHeaders(a, b header) int {
+	if c := strings.Compare(a.name, b.name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.orig, b.orig)
+}
+
+// valueCount is the number of values of the header starting hs, counting the
+// following entries with the same lower-case name.
+func valueCount(hs []header) int {
+	n := 0
+	for _, h := range hs {
+		if h.name != hs[0].name {
+			break
+		}
+		n += len(h.values)
+	}
+	return n
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldLen(n int) int { return uvarintLen(uint64(n)) + n }
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func writeUvarint(b *strings.Builder, x uint64) {
+	var buf [binary.MaxVarintLen64]byte
+	b.Write(binary.AppendUvarint(buf[:0], x))
+}
+
+func writeField(b *strings.Builder, s string) {
+	writeUvarint(b, uint64(len(s)))
+	b.WriteString(s)
+}
