@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"google.golang.org/grpc/encoding"
+	// Registers the standard "proto" codec, the fallback for typed messages.
+	_ "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+)
+
+// frame is one gRPC message as the bytes on the wire, never decoded.
+type frame struct {
+	payload []byte
+}
+
+// codec moves *frame values as raw bytes and hands every other value (a
+// proto.Message of a service registered on the same server, such as
+// grpc.health.v1) to the standard proto codec.
+//
+// It is given to one server with grpc.ForceServerCodecV2 and to backend calls
+// with grpc.ForceCodecV2; it is never registered with encoding.RegisterCodecV2,
+// which would replace the process-wide "proto" codec.
+type codec struct {
+	proto encoding.CodecV2
+}
+
+// newCodec returns the raw codec with the registered proto codec as fallback.
+func newCodec() (*codec, error) {
+	p := encoding.GetCodecV2(codecName)
+	if p == nil {
+		return nil, fmt.Errorf("proxy: no %q codec registered", codecName)
+	}
+	return &codec{proto: p}, nil
+}
+
+// codecName is the codec's content-subtype. Backend calls made with
+// grpc.ForceCodecV2 and no explicit subtype announce "application/grpc+proto",
+// which servers treat exactly like "application/grpc".
+const codecName = "proto"
+
+// Marshal returns a frame's bytes without copying; grpc-go only reads them.
+func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
+	if f, ok := v.(*frame); ok {
+		return mem.BufferSlice{mem.SliceBuffer(f.payload)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+// Unmarshal copies the received bytes into a frame: grpc-go frees data once
+// Unmarshal returns, and a frame may outlive the call (it is shared and cached).
+func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if f, ok := v.(*frame); ok {
+		f.payload = data.Materialize()
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
+
+// Name returns the content-subtype, "proto".
+func (c *codec) Name() string {
+	return codecName
+}
+
+// callOptions are the options of every backend call for a caller that used
+// content subtype sub: the raw codec (so frames pass untouched), the caller's
+// subtype (so the backend decodes them as the caller meant) and the size limits.
+func (p *Proxy) callOptions(sub string) []grpc.CallOption {
+	opts := []grpc.CallOption{
+		grpc.ForceCodecV2(p.codec),
+		grpc.MaxCallRecvMsgSize(p.maxRecv),
+		grpc.MaxCallSendMsgSize(p.maxSend),
+	}
+	if sub != "" {
+		opts = append(opts, grpc.CallContentSubtype(sub))
+	}
+	return opts
+}

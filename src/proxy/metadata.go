@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// transportHeaders are the gRPC headers that describe one HTTP/2 hop rather
+// than the call. grpc-go writes its own for the next hop (content-type from the
+// codec, grpc-timeout from the context deadline, grpc-encoding from the
+// compressor), so forwarding them would duplicate or contradict those. See
+// https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md.
+var transportHeaders = map[string]bool{
+	"content-type":         true,
+	"user-agent":           true,
+	"te":                   true,
+	"grpc-timeout":         true,
+	"grpc-encoding":        true,
+	"grpc-accept-encoding": true,
+	"grpc-message-type":    true,
+	"grpc-status":          true,
+	"grpc-message":         true,
+}
+
+// forwardable returns the metadata to send on the next hop: md without
+// HTTP/2 pseudo headers (":authority", ...) and transport headers. Everything
+// else, authorization included, is kept. md is only read: the result is a new
+// map whose value slices are shared with md, so neither may be modified.
+func forwardable(md metadata.MD) metadata.MD {
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		if strings.HasPrefix(k, ":") || transportHeaders[k] {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// contentSubtype returns the codec content-subtype of the incoming call:
+// "" for "application/grpc", "json" for "application/grpc+json" (lower case,
+// parameters after ';' dropped).
+func contentSubtype(md metadata.MD) string {
+	ct := md.Get("content-type")
+	if len(ct) == 0 {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(strings.ToLower(ct[0]), "application/grpc")
+	if !ok {
+		return ""
+	}
+	rest, _, _ = strings.Cut(rest, ";")
+	sub, ok := strings.CutPrefix(rest, "+")
+	if !ok {
+		return ""
+	}
+	return sub
+}

@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// streamDesc lets one client stream carry every call kind: the caller's own
+// message pattern decides how many frames flow each way.
+var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+// passthrough forwards a call to the backend unchanged, frame by frame in both
+// directions at once. The backend stream's context derives from the caller's,
+// so the caller's cancellation and deadline reach the backend.
+func (p *Proxy) passthrough(ss grpc.ServerStream, method string) error {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
+	defer cancel()
+
+	start := time.Now()
+	err := p.forward(ctx, cancel, ss, method, contentSubtype(md))
+	code := status.Code(err)
+	p.observer.ObserveBackendCall(method, code, time.Since(start))
+	p.observer.ObserveRequest(method, OutcomePassthrough, code)
+	return err
+}
+
+// forward runs the caller→backend direction on its own goroutine and the
+// backend→caller direction on this one, and returns the status for the
+// caller: the backend's, or an error naming the direction that failed.
+//
+// When forward returns, the caller cancels ctx, which stops the backend
+// stream and so any send of the caller→backend goroutine. That goroutine can
+// only still be blocked in ss.RecvMsg when the backend finished first; gRPC
+// ends the caller's stream as soon as the handler returns, which ends that
+// receive at once.
+func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.ServerStream, method, sub string) error {
+	cs, err := p.backend.NewStream(ctx, streamDesc, method, p.callOptions(sub)...)
+	if err != nil {
+		return fmt.Errorf("proxy: open backend stream: %w", err)
+	}
+	up := make(chan error, 1)
+	go func() {
+		err := callerToBackend(ss, cs)
+		// Report before cancelling, so that when the cancellation ends the
+		// backend→caller direction, the cause is already in up.
+		up <- err
+		if err != nil {
+			cancel()
+		}
+	}()
+
+	down := backendToCaller(cs, ss)
+	select {
+	case err := <-up:
+		if err != nil {
+			return err
+		}
+	default:
+	}
+	return down
+}
+
+// callerToBackend copies frames from the caller to the backend until the
+// caller half-closes (forwarded as CloseSend) or the backend ends the stream
+// (its status is then read by the other direction).
+func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream) error {
+	for {
+		var f frame
+		if err := ss.RecvMsg(&f); err != nil {
+			if errors.Is(err, io.EOF) {
+				// CloseSend never fails in grpc-go; a stream that already
+				// ended reports its status to RecvMsg.
+				_ = cs.CloseSend()
+				return nil
+			}
+			return fmt.Errorf("proxy caller→backend: receive from caller: %w", err)
+		}
+		if err := cs.SendMsg(&f); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("proxy caller→backend: send to backend: %w", err)
+		}
+	}
+}
+
+// backendToCaller forwards the backend's headers as soon as they arrive, then
+// every frame, then its trailers, and returns the backend's status (nil for
+// OK) or an error saying what failed towards the caller.
+func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream) error {
+	// Header blocks until the backend sends headers or ends the stream; it
+	// returns nil metadata for a trailers-only response, which stays one.
+	header, err := cs.Header()
+	if err != nil {
+		return fmt.Errorf("proxy backend→caller: receive header from backend: %w", err)
+	}
+	if header != nil {
+		if err := ss.SendHeader(forwardable(header)); err != nil {
+			return fmt.Errorf("proxy backend→caller: send header to caller: %w", err)
+		}
+	}
+	for {
+		var f frame
+		if err := cs.RecvMsg(&f); err != nil {
+			ss.SetTrailer(forwardable(cs.Trailer()))
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := ss.SendMsg(&f); err != nil {
+			return fmt.Errorf("proxy backend→caller: send to caller: %w", err)
+		}
+	}
+}
