@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/collapser/collapser/src/demo"
+)
+
+// options are the parsed command line.
+type options struct {
+	demo  demo.Config
+	json  bool // write the report as JSON
+	quiet bool // write no progress
+}
+
+// parseOptions parses args. -h usage goes to stdout, flag errors and their
+// usage to stderr; the error of -h is flag.ErrHelp.
+func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("democlient", flag.ContinueOnError)
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.StringVar(&o.demo.Target, "target", "localhost:50052", "gRPC `address` the requests are sent to (the collapser sidecar)")
+	fs.StringVar(&o.demo.Backend, "backend", "localhost:50051", "gRPC `address` of the hello backend, where its own counts are read")
+	fs.IntVar(&o.demo.Requests, "requests", 10000, "requests per burst, all identical")
+	fs.IntVar(&o.demo.Concurrency, "concurrency", 10000, "most requests of a burst in flight at once")
+	fs.StringVar(&o.demo.Name, "name", "world", "`name` to greet in every request")
+	fs.StringVar(&o.demo.Authorization, "authorization", "", "authorization header `value` of the requests (e.g. \"Bearer alice\")")
+	fs.StringVar(&o.demo.SecondAuthorization, "second-authorization", "", "when set, a second burst with this authorization header `value` runs at the same time")
+	fs.DurationVar(&o.demo.Timeout, "timeout", 10*time.Second, "deadline of each request; 0 = none")
+	fs.BoolVar(&o.json, "json", false, "write the report as JSON (and no progress)")
+	fs.BoolVar(&o.quiet, "quiet", false, "write no progress")
+	if err := fs.Parse(args); err != nil {
+		out := stderr
+		if errors.Is(err, flag.ErrHelp) {
+			out = stdout
+		}
+		_, _ = usage.WriteTo(out) // nothing better to do if the terminal is gone
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return o, nil
+}

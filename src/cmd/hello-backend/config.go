@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/collapser/collapser/src/envflag"
+)
+
+// envPrefix starts the environment variable of every flag: HELLO_LISTEN for
+// --listen, HELLO_METRICS_LISTEN for --metrics-listen, HELLO_LATENCY for
+// --latency, and so on.
+const envPrefix = "HELLO_"
+
+// config is the backend's configuration.
+type config struct {
+	listen          string
+	metricsListen   string
+	latency         time.Duration
+	shutdownTimeout time.Duration
+	logLevel        slog.Level
+}
+
+// parseConfig returns the settings given by args over the environment read
+// through getenv, over the defaults. -h usage goes to stdout, flag errors and
+// their usage to stderr; the error of -h is flag.ErrHelp.
+func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
+	c := config{}
+	fs := flag.NewFlagSet("hello-backend", flag.ContinueOnError)
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.Usage = func() {
+		fmt.Fprintf(&usage, "Usage: hello-backend [flags]\n\nEvery flag can also be set by an environment variable named after it,\n"+
+			"%s followed by the flag in upper case (--latency: %s); flags win.\n\n", envPrefix, envName("latency"))
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.listen, "listen", ":50051", "gRPC `address` to serve Greeter, Stats, reflection and health on")
+	fs.StringVar(&c.metricsListen, "metrics-listen", ":2113", "`address` of the Prometheus /metrics endpoint")
+	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "how long each Greeter request waits before it is answered")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may take to finish after SIGTERM")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
+
+	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
+		return config{}, err
+	}
+	if err := fs.Parse(args); err != nil {
+		out := stderr
+		if errors.Is(err, flag.ErrHelp) {
+			out = stdout
+		}
+		_, _ = usage.WriteTo(out) // nothing better to do if the terminal is gone
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.latency < 0 {
+		return config{}, fmt.Errorf("--latency (%s) must not be negative, got %s", envName("latency"), c.latency)
+	}
+	if c.shutdownTimeout < 0 {
+		return config{}, fmt.Errorf("--shutdown-timeout (%s) must not be negative, got %s", envName("shutdown-timeout"), c.shutdownTimeout)
+	}
+	return c, nil
+}
+
+// envName returns the environment variable read for a flag.
+func envName(flagName string) string {
+	return envflag.Name(envPrefix, flagName)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig_DefaultsEnvAndFlagsInThatOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want config
+	}{
+		{"defaults", nil, nil, config{":50051", ":2113", 50 * time.Millisecond, 10 * time.Second, slog.LevelWarn}},
+		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_LOG_LEVEL": "debug"}, nil,
+			config{":1", ":2", time.Second, 10 * time.Second, slog.LevelDebug}},
+		{"flags win", map[string]string{"HELLO_LISTEN": ":1", "HELLO_LATENCY": "1s"}, []string{"--listen", ":3", "--latency", "0", "--shutdown-timeout", "1s"},
+			config{":3", ":2113", 0, time.Second, slog.LevelWarn}},
+	}
+	for _, tt := range tests {
+		got, err := parseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: parseConfig = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseConfig_BadValuesAreErrorsNamingTheirSource(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"bad env duration", map[string]string{"HELLO_LATENCY": "soon"}, nil, `HELLO_LATENCY="soon"`},
+		{"bad env level", map[string]string{"HELLO_LOG_LEVEL": "loud"}, nil, `HELLO_LOG_LEVEL="loud"`},
+		{"negative latency", nil, []string{"--latency", "-1s"}, "--latency (HELLO_LATENCY) must not be negative"},
+		{"stray argument", nil, []string{"extra"}, "unexpected arguments"},
+		{"unknown flag", nil, []string{"--nope"}, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		_, err := parseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestParseConfig_HelpGoesToStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &stdout, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("err = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(stdout.String(), "-latency") || stderr.Len() != 0 {
+		t.Errorf("stdout = %q, stderr = %q; want usage on stdout only", stdout.String(), stderr.String())
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/hello"
+)
+
+// defaultTestTimeout bounds every wait in this package's tests.
+const defaultTestTimeout = 10 * time.Second
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// notifyingBuffer is a concurrency-safe buffer that signals every write.
+type notifyingBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{} // capacity 1: "something was written since you last looked"
+}
+
+func newNotifyingBuffer() *notifyingBuffer {
+	return &notifyingBuffer{written: make(chan struct{}, 1)}
+}
+
+func (b *notifyingBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case b.written <- struct{}{}:
+	default:
+	}
+	return b.buf.Write(p)
+}
+
+func (b *notifyingBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// await waits until re matches the buffer and returns the submatches.
+func (b *notifyingBuffer) await(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	timeout := time.After(defaultTestTimeout)
+	for {
+		if m := re.FindStringSubmatch(b.String()); m != nil {
+			return m
+		}
+		select {
+		case <-b.written:
+		case <-timeout:
+			t.Fatalf("no line matching %s; output so far:\n%s", re, b.String())
+		}
+	}
+}
+
+var servingLine = regexp.MustCompile(`serving gRPC on (\S+), metrics on (\S+),`)
+
+func TestRun_ServesGreeterHealthReflectionAndMetricsUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := newNotifyingBuffer()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--latency", "1ms"}, io.Discard, stderr)
+	}()
+	addrs := stderr.await(t, servingLine)
+
+	conn, err := grpc.NewClient(addrs[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	defer conn.Close()
+	callCtx, callCancel := context.WithTimeout(ctx, defaultTestTimeout)
+	defer callCancel()
+	var trailer metadata.MD
+	reply, err := hellov1.NewGreeterClient(conn).SayHello(callCtx, &hellov1.HelloRequest{Name: "run"}, grpc.Trailer(&trailer))
+	if err != nil || reply.GetCall() != 1 {
+		t.Fatalf("SayHello = %v, %v; want call 1", reply, err)
+	}
+	if len(trailer.Get(hello.TrailerServedBy)) != 1 {
+		t.Errorf("trailer %v lacks %s", trailer, hello.TrailerServedBy)
+	}
+	health, err := healthpb.NewHealthClient(conn).Check(callCtx, &healthpb.HealthCheckRequest{})
+	if err != nil || health.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health Check = %v, %v; want SERVING", health, err)
+	}
+	if services := listServices(t, callCtx, conn); !strings.Contains(services, "hello.v1.Greeter") || !strings.Contains(services, "hello.v1.Stats") {
+		t.Errorf("reflection lists %q, want hello.v1.Greeter and hello.v1.Stats", services)
+	}
+	body := get(t, callCtx, "http://"+addrs[2]+"/metrics")
+	for _, want := range []string{`hello_requests_total{method="/hello.v1.Greeter/SayHello"} 1`, "go_goroutines ", "process_start_time_seconds "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after cancel: %v", err)
+		}
+	case <-time.After(defaultTestTimeout):
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+func TestRun_BusyPortIsAnError(t *testing.T) {
+	stderr := newNotifyingBuffer()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, io.Discard, stderr)
+	}()
+	addrs := stderr.await(t, servingLine)
+	err := run(ctx, []string{"--listen", addrs[1], "--metrics-listen", "127.0.0.1:0"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "listen for gRPC on "+addrs[1]) {
+		t.Errorf("run on a busy port: err = %v, want a listen error naming it", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("first run: %v", err)
+	}
+}
+
+func listServices(t *testing.T, ctx context.Context, conn *grpc.ClientConn) string {
+	t.Helper()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatalf("ServerReflectionInfo: %v", err)
+	}
+	req := &reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}
+	if err := stream.Send(req); err != nil {
+		t.Fatalf("reflection Send: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection Recv: %v", err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatalf("reflection CloseSend: %v", err)
+	}
+	return resp.GetListServicesResponse().String()
+}
+
+func get(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d, read error %v", url, resp.StatusCode, err)
+	}
+	return string(body)
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/hello"
+	"github.com/collapser/collapser/src/metrics"
+)
+
+// serve serves gRPC on grpcLis and /metrics on metricsLis until ctx ends or
+// either server fails, then stops both, giving calls in flight up to
+// cfg.shutdownTimeout to finish.
+func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, logger *slog.Logger) error {
+	reg := metrics.NewRegistry()
+	servedBy, err := os.Hostname()
+	if err != nil {
+		logger.Warn("no hostname for the served-by trailer", "error", err)
+	}
+	backend, err := hello.New(hello.Options{Latency: cfg.latency, ServedBy: servedBy, Registerer: reg})
+	if err != nil {
+		return errors.Join(err, grpcLis.Close(), metricsLis.Close())
+	}
+	gs := grpc.NewServer()
+	backend.Register(gs)
+	healthSrv := health.NewServer() // overall status "" starts SERVING
+	for _, svc := range []string{hellov1.Greeter_ServiceDesc.ServiceName, hellov1.Stats_ServiceDesc.ServiceName} {
+		healthSrv.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(gs, healthSrv)
+	reflection.Register(gs)
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := gs.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serve gRPC: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := hs.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve metrics: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
+		healthSrv.Shutdown()
+		return shutdown(gs, hs, cfg.shutdownTimeout)
+	})
+	return g.Wait()
+}
+
+// shutdown stops gs and hs gracefully, forcing both after timeout.
+func shutdown(gs *grpc.Server, hs *http.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	httpErr := hs.Shutdown(ctx)
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		gs.Stop() // ends GracefulStop too
+		<-stopped
+	}
+	if httpErr != nil {
+		return errors.Join(fmt.Errorf("shut down metrics server: %w", httpErr), hs.Close())
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package demo
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+)
+
+// burstSpec is one burst to send: identical SayHello requests.
+type burstSpec struct {
+	requests      int
+	concurrency   int // at most this many in flight; 0 or more than requests = all at once
+	name          string
+	authorization string // "" = no authorization header
+	timeout       time.Duration
+}
+
+// result is what one request produced.
+type result struct {
+	latency time.Duration
+	code    codes.Code
+	caller  string // reply's caller; only for code OK
+	call    int64  // reply's call number; only for code OK
+}
+
+// progress counts requests across all running bursts.
+type progress struct {
+	total atomic.Int64 // requests planned
+	sent  atomic.Int64 // requests started
+	done  atomic.Int64 // requests finished, with any outcome
+}
+
+// sendBurst sends spec's requests through client and returns each request's
+// result (indexed by request) and the burst's wall time.
+func sendBurst(ctx context.Context, client hellov1.GreeterClient, spec burstSpec, p *progress) ([]result, time.Duration) {
+	if spec.authorization != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", spec.authorization)
+	}
+	req := &hellov1.HelloRequest{Name: spec.name}
+	results := make([]result, spec.requests)
+	workers := spec.concurrency
+	if workers <= 0 || workers > spec.requests {
+		workers = spec.requests
+	}
+	var next atomic.Int64 // index of the next request to send
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(spec.requests); i = next.Add(1) - 1 {
+				p.sent.Add(1)
+				results[i] = sayHello(ctx, client, req, spec.timeout)
+				p.done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return results, time.Since(start)
+}
+
+// sayHello sends one request, bounded by timeout when it is positive.
+func sayHello(ctx context.Context, client hellov1.GreeterClient, req *hellov1.HelloRequest, timeout time.Duration) result {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	reply, err := client.SayHello(ctx, req)
+	r := result{latency: time.Since(start), code: status.Code(err)}
+	if err == nil {
+		r.caller, r.call = reply.GetCaller(), reply.GetCall()
+	}
+	return r
+}

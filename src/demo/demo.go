@@ -1,0 +1,142 @@
+// Package demo sends bursts of identical SayHello requests to a target (the
+// collapser sidecar, or the hello backend itself) and reports what happened:
+// errors, latencies, and how many calls the backend really served, read from
+// the backend's own Stats service before and after the bursts.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/hello"
+)
+
+// DefaultConnectTimeout bounds connecting to the target and the backend and
+// each read of the backend's counts.
+const DefaultConnectTimeout = 5 * time.Second
+
+// defaultProgressInterval is how often progress is written.
+const defaultProgressInterval = time.Second
+
+// Config describes a demo run.
+type Config struct {
+	// Target is where the bursts are sent (host:port, plaintext).
+	Target string
+	// Backend is where Stats.GetCounts is read (host:port, plaintext): the
+	// hello backend itself, never through the sidecar.
+	Backend string
+	// Requests is how many requests each burst sends; it must be positive.
+	Requests int
+	// Concurrency is how many requests of a burst are in flight at most;
+	// 0 = all of them at once.
+	Concurrency int
+	// Name is the HelloRequest name every request carries.
+	Name string
+	// Authorization is the first burst's authorization header; "" = none.
+	Authorization string
+	// SecondAuthorization, when non-empty, adds a second burst with this
+	// authorization header, running at the same time as the first.
+	SecondAuthorization string
+	// Timeout bounds each request; 0 = no bound.
+	Timeout time.Duration
+	// Progress receives a progress line every ProgressInterval and one at the
+	// end; nil = no progress.
+	Progress io.Writer
+	// ProgressInterval is how often progress is written; 0 = 1s.
+	ProgressInterval time.Duration
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Target == "" {
+		errs = append(errs, errors.New("target is empty"))
+	}
+	if c.Backend == "" {
+		errs = append(errs, errors.New("backend is empty"))
+	}
+	if c.Requests <= 0 {
+		errs = append(errs, fmt.Errorf("requests must be positive, got %d", c.Requests))
+	}
+	if c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("concurrency must not be negative, got %d", c.Concurrency))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout must not be negative, got %s", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Run connects to the target and the backend, reads the backend's SayHello
+// count, sends the burst(s), reads the count again and reports. It fails when
+// either address cannot be reached or the counts cannot be read; failed
+// requests are counted in the Report, not returned as an error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("demo config: %w", err)
+	}
+	conns, err := dial(ctx, cfg.Target, cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	defer conns.close()
+	stats := hellov1.NewStatsClient(conns.backend)
+	before, err := sayHelloCount(ctx, stats, cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+
+	specs := cfg.bursts()
+	p := &progress{}
+	p.total.Store(int64(len(specs) * cfg.Requests))
+	stopProgress := startProgress(cfg.Progress, cfg.ProgressInterval, p)
+	results := make([][]result, len(specs))
+	durations := make([]time.Duration, len(specs))
+	greeter := hellov1.NewGreeterClient(conns.target)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Go(func() { results[i], durations[i] = sendBurst(ctx, greeter, spec, p) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	after, err := sayHelloCount(ctx, stats, cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	bursts := make([]Burst, len(specs))
+	var latencies []time.Duration
+	for i, spec := range specs {
+		bursts[i] = summarise(hello.Caller(spec.authorization), results[i], durations[i])
+		latencies = append(latencies, okLatencies(results[i])...)
+	}
+	return newReport(bursts, after-before, elapsed, latencies), nil
+}
+
+// bursts returns the bursts cfg asks for, the first one first.
+func (c *Config) bursts() []burstSpec {
+	first := burstSpec{requests: c.Requests, concurrency: c.Concurrency, name: c.Name, authorization: c.Authorization, timeout: c.Timeout}
+	if c.SecondAuthorization == "" {
+		return []burstSpec{first}
+	}
+	second := first
+	second.authorization = c.SecondAuthorization
+	return []burstSpec{first, second}
+}
+
+// sayHelloCount reads the backend's SayHello count.
+func sayHelloCount(ctx context.Context, stats hellov1.StatsClient, backend string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
+	defer cancel()
+	reply, err := stats.GetCounts(ctx, &hellov1.GetCountsRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("read SayHello count from backend %s: %w", backend, err)
+	}
+	return reply.GetByMethod()[hellov1.Greeter_SayHello_FullMethodName], nil
+}

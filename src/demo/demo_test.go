@@ -1,0 +1,122 @@
+package demo
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRun_DirectToBackendCostsOneBackendCallPerRequest(t *testing.T) {
+	b := startBackend(t, 5*time.Millisecond)
+	const n = 40
+	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Name: "x", Authorization: "Bearer alice"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Requests != n || r.Errors != 0 || r.BackendCalls != n || r.CollapseRatio != 0 {
+		t.Errorf("report requests=%d errors=%d backend_calls=%d ratio=%v; want %d, 0, %d, 0",
+			r.Requests, r.Errors, r.BackendCalls, r.CollapseRatio, n, n)
+	}
+	if len(r.Bursts) != 1 {
+		t.Fatalf("%d bursts, want 1", len(r.Bursts))
+	}
+	burst := r.Bursts[0]
+	if burst.Caller != "alice" || burst.Mismatched != 0 || burst.DistinctCalls() != n || len(burst.Replies["alice"]) != n {
+		t.Errorf("burst caller=%q mismatched=%d distinct=%d; want alice, 0, %d all from alice", burst.Caller, burst.Mismatched, burst.DistinctCalls(), n)
+	}
+	if r.Latency.P50 < 5*time.Millisecond || r.Latency.Max < r.Latency.P99 || r.Latency.P99 < r.Latency.P50 {
+		t.Errorf("latency %+v: want p50 >= backend latency 5ms and p50 <= p99 <= max", r.Latency)
+	}
+}
+
+func TestRun_SecondBurstRunsWithItsOwnCredential(t *testing.T) {
+	b := startBackend(t, time.Millisecond)
+	const n = 20
+	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Authorization: "Bearer alice", SecondAuthorization: "bob"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Requests != 2*n || r.BackendCalls != 2*n || len(r.Bursts) != 2 {
+		t.Fatalf("report requests=%d backend_calls=%d bursts=%d; want %d, %d, 2", r.Requests, r.BackendCalls, len(r.Bursts), 2*n, 2*n)
+	}
+	for i, want := range []string{"alice", "bob"} {
+		burst := r.Bursts[i]
+		if burst.Caller != want || burst.Mismatched != 0 || len(burst.Replies) != 1 || len(burst.Replies[want]) != n {
+			t.Errorf("burst %d: caller=%q mismatched=%d replies by caller=%d; want %s, 0, only %s", i+1, burst.Caller, burst.Mismatched, len(burst.Replies), want, want)
+		}
+	}
+}
+
+func TestRun_ConcurrencyBoundsRequestsInFlight(t *testing.T) {
+	b := startBackend(t, time.Millisecond)
+	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: 30, Concurrency: 2})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Errors != 0 || r.BackendCalls != 30 {
+		t.Errorf("errors=%d backend_calls=%d, want 0, 30", r.Errors, r.BackendCalls)
+	}
+	if got := b.maxInFlight.Load(); got > 2 {
+		t.Errorf("backend saw %d requests in flight, want at most 2", got)
+	}
+}
+
+func TestRun_TimedOutRequestsAreErrorsByCode(t *testing.T) {
+	b := startBackend(t, time.Hour)
+	const n = 5
+	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Errors != n || r.ErrorsByCode["DeadlineExceeded"] != n || r.CollapseRatio != 0 {
+		t.Errorf("errors=%d by code=%v ratio=%v; want %d DeadlineExceeded, ratio 0", r.Errors, r.ErrorsByCode, r.CollapseRatio, n)
+	}
+}
+
+func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	_, err = Run(testContext(t), Config{Target: addr, Backend: addr, Requests: 1})
+	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
+		t.Errorf("Run against closed port: err = %v, want one naming the unreachable target", err)
+	}
+}
+
+func TestRun_ProgressEndsWithFinalCounts(t *testing.T) {
+	b := startBackend(t, 0)
+	var progress bytes.Buffer
+	if _, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: 10, Progress: &progress}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !strings.HasSuffix(progress.String(), "sent 10/10, done 10/10\n") {
+		t.Errorf("progress = %q, want it to end with the final counts", progress.String())
+	}
+}
+
+func TestRun_RejectsInvalidConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no target", Config{Backend: "b", Requests: 1}, "target is empty"},
+		{"no backend", Config{Target: "t", Requests: 1}, "backend is empty"},
+		{"zero requests", Config{Target: "t", Backend: "b"}, "requests must be positive"},
+		{"negative concurrency", Config{Target: "t", Backend: "b", Requests: 1, Concurrency: -1}, "concurrency"},
+		{"negative timeout", Config{Target: "t", Backend: "b", Requests: 1, Timeout: -time.Second}, "timeout"},
+	}
+	for _, tt := range tests {
+		_, err := Run(testContext(t), tt.cfg)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+
+	"github.com/collapser/collapser/src/hello"
+)
+
+// defaultTestTimeout bounds every wait in this package's tests.
+const defaultTestTimeout = 10 * time.Second
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// backend is an in-process hello server on 127.0.0.1:0 that also records the
+// most requests it ever had in flight.
+type backend struct {
+	addr        string
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
+}
+
+func startBackend(t *testing.T, latency time.Duration) *backend {
+	t.Helper()
+	s, err := hello.New(hello.Options{Latency: latency})
+	if err != nil {
+		t.Fatalf("hello.New: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	b := &backend{addr: lis.Addr().String()}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(b.track))
+	s.Register(srv)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return b
+}
+
+func (b *backend) track(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	n := b.inFlight.Add(1)
+	defer b.inFlight.Add(-1)
+	for {
+		m := b.maxInFlight.Load()
+		if n <= m || b.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return handler(ctx, req)
+}
+
+// testContext returns a context bounded by defaultTestTimeout.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), defaultTestTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}

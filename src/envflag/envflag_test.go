@@ -1,0 +1,41 @@
+package envflag
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestApply_VariablesSetFlagsAndCommandLineWins(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	ttl := fs.Duration("cache-ttl", time.Second, "")
+	addr := fs.String("listen", ":1", "")
+	env := map[string]string{"P_CACHE_TTL": "5s", "P_LISTEN": ":2"}
+	if err := Apply(fs, "P_", func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse([]string{"--listen=:3"}); err != nil {
+		t.Fatal(err)
+	}
+	if *ttl != 5*time.Second || *addr != ":3" {
+		t.Errorf("cache-ttl = %v, listen = %q; want 5s from the variable, :3 from the command line", *ttl, *addr)
+	}
+}
+
+func TestApply_BadValuesAreNamed(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Duration("a-b", 0, "")
+	fs.Int("c", 0, "")
+	env := map[string]string{"X_A_B": "soon", "X_C": "many"}
+	err := Apply(fs, "X_", func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), `X_A_B="soon"`) || !strings.Contains(err.Error(), `X_C="many"`) {
+		t.Errorf("Apply() = %v, want errors naming X_A_B and X_C", err)
+	}
+}
+
+func TestName(t *testing.T) {
+	if got := Name("HELLO_", "metrics-listen"); got != "HELLO_METRICS_LISTEN" {
+		t.Errorf("Name = %q", got)
+	}
+}
