@@ -1,0 +1,101 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestParse_NoConfigurationGivesDefaults(t *testing.T) {
+	got, err := Parse(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, Default()) {
+		t.Errorf("Parse() = %+v, want defaults %+v", got, Default())
+	}
+	if got.Listen != ":50052" || got.Backend != "localhost:50051" || got.MetricsListen != ":2112" || got.CacheTTL != 100*time.Millisecond {
+		t.Errorf("defaults are not the documented ones: %+v", got)
+	}
+}
+
+func TestParse_EnvironmentAndFlags(t *testing.T) {
+	vars := map[string]string{
+		"COLLAPSER_CACHE_TTL":                       "250ms",
+		"COLLAPSER_BACKEND":                         "10.0.0.1:9000",
+		"COLLAPSER_KEY_HEADERS":                     " x-tenant , ,x-locale",
+		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "true",
+		"COLLAPSER_LOG_LEVEL":                       "debug",
+	}
+	got, err := Parse([]string{"--backend", "localhost:7000", "--unary-methods=/a.B/C,/a.B/D"}, env(vars), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.CacheTTL = 250 * time.Millisecond
+	want.Backend = "localhost:7000" // the flag wins
+	want.KeyHeaders = []string{"x-tenant", "x-locale"}
+	want.UnsafeShareAcrossCredentials = true
+	want.LogLevel = slog.LevelDebug
+	want.UnaryMethods = []string{"/a.B/C", "/a.B/D"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Parse() =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestParse_BadValuesNameTheirSource(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unparsable env duration", nil, map[string]string{"COLLAPSER_CACHE_TTL": "soon"}, `COLLAPSER_CACHE_TTL="soon"`},
+		{"negative env ttl", nil, map[string]string{"COLLAPSER_CACHE_TTL": "-1s"}, "COLLAPSER_CACHE_TTL"},
+		{"bad env integer", nil, map[string]string{"COLLAPSER_CACHE_MAX_ENTRIES": "many"}, "COLLAPSER_CACHE_MAX_ENTRIES"},
+		{"zero entries flag", []string{"--cache-max-entries=0"}, nil, "--cache-max-entries"},
+		{"bad address", nil, map[string]string{"COLLAPSER_LISTEN": "50052"}, "COLLAPSER_LISTEN"},
+		{"bad bool", nil, map[string]string{"COLLAPSER_REFLECTION": "maybe"}, "COLLAPSER_REFLECTION"},
+		{"bad log level", nil, map[string]string{"COLLAPSER_LOG_LEVEL": "loud"}, "COLLAPSER_LOG_LEVEL"},
+		{"bad log format", []string{"--log-format=xml"}, nil, "--log-format"},
+		{"zero backend timeout", []string{"--backend-timeout=0s"}, nil, "--backend-timeout"},
+		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
+		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(tt.args, env(tt.env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse() error = %v, want one naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParse_HelpListsEveryVariable(t *testing.T) {
+	var out strings.Builder
+	_, err := Parse([]string{"-h"}, env(nil), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, f := range []string{"COLLAPSER_CACHE_TTL", "cache-ttl", "key-headers", "unsafe-share-across-credentials"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("usage lacks %s", f)
+		}
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	if got := EnvName("cache-max-entry-bytes"); got != "COLLAPSER_CACHE_MAX_ENTRY_BYTES" {
+		t.Errorf("EnvName = %q", got)
+	}
+}
