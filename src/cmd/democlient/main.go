@@ -43,13 +43,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return verdict(report)
+	return verdict(report, opts.minCollapseRatio)
 }
 
-// verdict is the error that makes the run fail: failed requests or replies
-// computed for another credential.
-func verdict(r *demo.Report) error {
+// verdict is the error that makes the run fail: failed requests, replies
+// computed for another credential, or less collapsing than asked for.
+func verdict(r *demo.Report, minCollapseRatio float64) error {
 	var errs []error
+	if r.CollapseRatio < minCollapseRatio {
+		errs = append(errs, fmt.Errorf("collapse ratio %.4f is below --min-collapse-ratio %.4f (%d backend calls for %d requests)",
+			r.CollapseRatio, minCollapseRatio, r.BackendCalls, r.Requests-r.Errors))
+	}
 	if r.Errors > 0 {
 		errs = append(errs, fmt.Errorf("%d of %d requests failed", r.Errors, r.Requests))
 	}

@@ -16,6 +16,8 @@ type options struct {
 	demo  demo.Config
 	json  bool // write the report as JSON
 	quiet bool // write no progress
+	// minCollapseRatio fails the run when the collapse ratio is lower.
+	minCollapseRatio float64
 }
 
 // parseOptions parses args. -h usage goes to stdout, flag errors and their
@@ -35,6 +37,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.demo.Timeout, "timeout", 10*time.Second, "deadline of each request; 0 = none")
 	fs.BoolVar(&o.json, "json", false, "write the report as JSON (and no progress)")
 	fs.BoolVar(&o.quiet, "quiet", false, "write no progress")
+	fs.Float64Var(&o.minCollapseRatio, "min-collapse-ratio", 0, "fail unless the collapse ratio (1 - backend calls / successful requests) reaches this `ratio`, 0 to 1")
 	if err := fs.Parse(args); err != nil {
 		out := stderr
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,6 +48,9 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.minCollapseRatio < 0 || o.minCollapseRatio > 1 {
+		return options{}, fmt.Errorf("--min-collapse-ratio must be between 0 and 1, got %v", o.minCollapseRatio)
 	}
 	return o, nil
 }

@@ -137,3 +137,19 @@ func TestRun_BadFlagsAndHelp(t *testing.T) {
 		t.Errorf("--requests 0: err = %v, want requests must be positive", err)
 	}
 }
+
+func TestRun_BelowMinCollapseRatioFailsAfterTheReport(t *testing.T) {
+	addr := startHello(t, 0)
+	var stdout bytes.Buffer
+	// Straight to the backend nothing is collapsed: ratio 0.
+	err := run(testContext(t), []string{"--target", addr, "--backend", addr, "--requests", "5", "--quiet", "--min-collapse-ratio", "0.5"}, &stdout, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "below --min-collapse-ratio") {
+		t.Errorf("run: err = %v, want the collapse ratio below the minimum", err)
+	}
+	if !strings.Contains(stdout.String(), "collapse ratio") {
+		t.Errorf("no report before the failure:\n%s", stdout.String())
+	}
+	if err := run(testContext(t), []string{"--min-collapse-ratio", "1.5"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "between 0 and 1") {
+		t.Errorf("--min-collapse-ratio 1.5: err = %v", err)
+	}
+}
