@@ -31,6 +31,12 @@ import (
 // healthInterval is how often the backend's reachability is probed.
 const healthInterval = 2 * time.Second
 
+// LivenessService is the grpc.health.v1 service name that reports SERVING
+// for as long as the sidecar runs, whatever the backend's state: a liveness
+// probe should ask for it, so that a backend outage makes the pod unready
+// (service "") without restarting the sidecar.
+const LivenessService = "liveness"
+
 // backendBackoff paces reconnection attempts to the backend.
 var backendBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
@@ -110,6 +116,7 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 	server := grpc.NewServer(p.ServerOptions()...)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(server, hs)
 	return &Sidecar{
 		cfg:      cfg,

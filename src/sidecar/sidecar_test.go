@@ -140,3 +140,33 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+func TestSidecar_LivenessServesWhileBackendIsDown(t *testing.T) {
+	cfg := config.Default()
+	cfg.Backend = "127.0.0.1:1" // nothing listens there
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcLis, _ := net.Listen("tcp", "127.0.0.1:0")
+	metricsLis, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	health := healthpb.NewHealthClient(dial(t, grpcLis.Addr().String()))
+	for service, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
+		"":              healthpb.HealthCheckResponse_NOT_SERVING,
+		LivenessService: healthpb.HealthCheckResponse_SERVING,
+	} {
+		c, done := context.WithTimeout(context.Background(), defaultTestTimeout)
+		resp, err := health.Check(c, &healthpb.HealthCheckRequest{Service: service})
+		done()
+		if err != nil || resp.GetStatus() != want {
+			t.Errorf("service %q: %v, %v; want %v", service, resp.GetStatus(), err, want)
+		}
+	}
+}
