@@ -1,0 +1,89 @@
+{{/*
+The chart name, or nameOverride.
+*/}}
+{{- define "collapser.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The resource name prefix: fullnameOverride, or release-name (just the release name
+when it already contains the chart name). Truncated so suffixed names stay within 63
+characters.
+*/}}
+{{- define "collapser.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version for the helm.sh/chart label.
+*/}}
+{{- define "collapser.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Common labels of every resource.
+*/}}
+{{- define "collapser.labels" -}}
+helm.sh/chart: {{ include "collapser.chart" . }}
+{{ include "collapser.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Selector labels shared by every component; add app.kubernetes.io/component to tell
+the components apart.
+*/}}
+{{- define "collapser.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "collapser.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+The ServiceAccount of the collapser pods.
+*/}}
+{{- define "collapser.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "collapser.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+An image reference from {repository, tag}; the tag defaults to the chart's appVersion.
+Usage: include "collapser.image" (dict "image" .Values.collapser.image "context" $)
+*/}}
+{{- define "collapser.image" -}}
+{{- printf "%s:%s" .image.repository (default .context.Chart.AppVersion .image.tag) }}
+{{- end }}
+
+{{/*
+The Prometheus datasource URL Grafana uses.
+*/}}
+{{- define "collapser.prometheusUrl" -}}
+{{- if .Values.grafana.datasourceUrl }}
+{{- .Values.grafana.datasourceUrl }}
+{{- else }}
+{{- printf "http://%s-prometheus:%d" (include "collapser.fullname" .) (int .Values.prometheus.port) }}
+{{- end }}
+{{- end }}
+
+{{/*
+DNS SRV name of a named port of the headless metrics Service: one record per pod.
+Usage: include "collapser.metricsSrv" (dict "port" "metrics" "context" $)
+*/}}
+{{- define "collapser.metricsSrv" -}}
+{{- $ctx := .context }}
+{{- printf "_%s._tcp.%s-metrics.%s.svc.%s" .port (include "collapser.fullname" $ctx) $ctx.Release.Namespace $ctx.Values.clusterDomain }}
+{{- end }}

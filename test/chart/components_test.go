@@ -1,0 +1,171 @@
+package chart
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestRender_TogglesAddAndRemoveComponents(t *testing.T) {
+	base := []string{
+		"Deployment/" + fullname,
+		"Pod/" + fullname + "-test-collapse",
+		"Service/" + fullname,
+		"ServiceAccount/" + fullname,
+	}
+	prometheus := []string{
+		"ConfigMap/" + fullname + "-prometheus",
+		"Deployment/" + fullname + "-prometheus",
+		"Service/" + fullname + "-metrics",
+		"Service/" + fullname + "-prometheus",
+	}
+	grafana := []string{
+		"ConfigMap/" + fullname + "-dashboards",
+		"ConfigMap/" + fullname + "-grafana",
+		"Deployment/" + fullname + "-grafana",
+		"Secret/" + fullname + "-grafana",
+		"Service/" + fullname + "-grafana",
+	}
+	tests := []struct {
+		name string
+		set  []string
+		want [][]string
+	}{
+		{"defaults", nil, [][]string{base}},
+		{"prometheus", []string{"prometheus.enabled=true"}, [][]string{base, prometheus}},
+		{"prometheus and grafana", []string{"prometheus.enabled=true", "grafana.enabled=true"}, [][]string{base, prometheus, grafana}},
+		{"grafana with an external Prometheus", []string{"grafana.enabled=true", "grafana.datasourceUrl=http://prometheus.monitoring:9090"}, [][]string{base, grafana}},
+		{"service monitor", []string{"serviceMonitor.enabled=true"}, [][]string{base, {"Service/" + fullname + "-metrics", "ServiceMonitor/" + fullname}}},
+		{"dashboard for an existing Grafana", []string{"dashboards.enabled=true"}, [][]string{base, {"ConfigMap/" + fullname + "-dashboards"}}},
+		{"no service account", []string{"serviceAccount.create=false"}, [][]string{{"Deployment/" + fullname, "Pod/" + fullname + "-test-collapse", "Service/" + fullname}}},
+		{"no test pod", []string{"tests.enabled=false"}, [][]string{{"Deployment/" + fullname, "Service/" + fullname, "ServiceAccount/" + fullname}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, w...)
+			}
+			slices.Sort(want)
+			if got := render(t, "", tt.set...).kinds(); !slices.Equal(got, want) {
+				t.Errorf("rendered\n  %v\nwant\n  %v", got, want)
+			}
+		})
+	}
+}
+
+func TestRender_ServiceExposesGRPCMetricsAndBackendStats(t *testing.T) {
+	r := render(t, "")
+	svc := r.services[fullname]
+	ports := servicePorts(svc)
+	want := map[string]struct {
+		port   int32
+		target string
+	}{
+		"grpc":          {50052, "grpc"},
+		"metrics":       {2112, "metrics"},
+		"backend-stats": {50051, "backend-grpc"},
+	}
+	if len(ports) != len(want) {
+		t.Errorf("ports %v, want %v", ports, want)
+	}
+	podPorts := map[string]bool{}
+	for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			podPorts[p.Name] = true
+		}
+	}
+	for name, w := range want {
+		p, ok := ports[name]
+		if !ok {
+			t.Errorf("no port %s", name)
+			continue
+		}
+		if p.Port != w.port || p.TargetPort != intstr.FromString(w.target) {
+			t.Errorf("port %s = %d -> %s, want %d -> %s", name, p.Port, p.TargetPort.String(), w.port, w.target)
+		}
+		if !podPorts[w.target] {
+			t.Errorf("port %s targets %s, which no container declares", name, w.target)
+		}
+	}
+	selects(t, svc, r.deployments[fullname].Spec.Template.Labels)
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("type = %s, want ClusterIP", svc.Spec.Type)
+	}
+}
+
+// selects fails unless the Service's selector matches the pod labels.
+func selects(t *testing.T, svc *corev1.Service, podLabels map[string]string) {
+	t.Helper()
+	if len(svc.Spec.Selector) == 0 {
+		t.Errorf("Service %s has no selector", svc.Name)
+	}
+	for k, v := range svc.Spec.Selector {
+		if podLabels[k] != v {
+			t.Errorf("Service %s selects %s=%s, pod has %q", svc.Name, k, v, podLabels[k])
+		}
+	}
+}
+
+func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
+	r := render(t, "")
+	pod := r.pods[fullname+"-test-collapse"]
+	if pod.Annotations["helm.sh/hook"] != "test" {
+		t.Errorf("annotations %v, want helm.sh/hook: test", pod.Annotations)
+	}
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy = %s, want Never", pod.Spec.RestartPolicy)
+	}
+	c := container(t, pod.Spec, "democlient")
+	if c.Image != "collapser/democlient:0.1.0" {
+		t.Errorf("image = %q", c.Image)
+	}
+	want := []string{
+		"--target=" + fullname + ":50052",
+		"--backend=" + fullname + ":50051",
+		"--requests=1000",
+		"--concurrency=1000",
+		"--timeout=10s",
+		"--min-collapse-ratio=0.9",
+		"--json",
+	}
+	if !slices.Equal(c.Args, want) {
+		t.Errorf("args = %v, want %v", c.Args, want)
+	}
+	// Both addresses are ports of the Service.
+	ports := servicePorts(r.services[fullname])
+	if ports["grpc"].Port != 50052 || ports["backend-stats"].Port != 50051 {
+		t.Errorf("Service ports %v do not match the test's addresses", ports)
+	}
+}
+
+func TestRender_NotesPrintTheCommandsToReachEverything(t *testing.T) {
+	tests := []struct {
+		file string
+		want []string
+	}{
+		{"ci/default-values.yaml", []string{
+			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112",
+			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 50051:50051",
+			"helm test demo --namespace lab --logs",
+		}},
+		{"ci/observability-values.yaml", []string{
+			"kubectl --namespace lab port-forward service/" + fullname + "-grafana 3000:3000",
+			"http://localhost:3000",
+			"kubectl --namespace lab port-forward service/" + fullname + "-prometheus 9090:9090",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			notes := render(t, tt.file).notes
+			for _, w := range tt.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}

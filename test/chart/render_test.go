@@ -1,0 +1,266 @@
+package chart
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/strvals"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir    = "../../charts/collapser"
+	releaseName = "demo"
+	namespace   = "lab"
+	// fullname is the resource name prefix for releaseName ("demo-collapser").
+	fullname = releaseName + "-collapser"
+)
+
+// rendered is one chart rendering: every manifest decoded into its API type.
+type rendered struct {
+	deployments     map[string]*appsv1.Deployment
+	services        map[string]*corev1.Service
+	serviceAccounts map[string]*corev1.ServiceAccount
+	configMaps      map[string]*corev1.ConfigMap
+	secrets         map[string]*corev1.Secret
+	pods            map[string]*corev1.Pod // helm test hooks
+	serviceMonitors map[string]map[string]any
+	notes           string
+}
+
+// kinds lists "Kind/name" of every rendered object, sorted.
+func (r *rendered) kinds() []string {
+	var out []string
+	add := func(kind string, names []string) {
+		for _, n := range names {
+			out = append(out, kind+"/"+n)
+		}
+	}
+	add("Deployment", slices.Collect(maps.Keys(r.deployments)))
+	add("Service", slices.Collect(maps.Keys(r.services)))
+	add("ServiceAccount", slices.Collect(maps.Keys(r.serviceAccounts)))
+	add("ConfigMap", slices.Collect(maps.Keys(r.configMaps)))
+	add("Secret", slices.Collect(maps.Keys(r.secrets)))
+	add("Pod", slices.Collect(maps.Keys(r.pods)))
+	add("ServiceMonitor", slices.Collect(maps.Keys(r.serviceMonitors)))
+	sort.Strings(out)
+	return out
+}
+
+// loadChart loads the chart from its directory, as `helm template` does.
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("load chart %s: %v", chartDir, err)
+	}
+	return chrt
+}
+
+// userValues reads a values file (relative to the chart; "" for none) and applies
+// --set style overrides on top.
+func userValues(t *testing.T, valuesFile string, set ...string) map[string]any {
+	t.Helper()
+	vals := map[string]any{}
+	if valuesFile != "" {
+		v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, valuesFile))
+		if err != nil {
+			t.Fatalf("read %s: %v", valuesFile, err)
+		}
+		vals = v.AsMap()
+	}
+	for _, s := range set {
+		if err := strvals.ParseInto(s, vals); err != nil {
+			t.Fatalf("parse --set %q: %v", s, err)
+		}
+	}
+	return vals
+}
+
+// renderChart renders the chart like `helm template demo charts/collapser -n lab`
+// (values validated against values.schema.json) and returns the files by name.
+func renderChart(chrt *chart.Chart, vals map[string]any) (map[string]string, error) {
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	top, err := chartutil.ToRenderValues(chrt, vals, opts, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(chrt, top)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	return files, nil
+}
+
+// render renders the chart with the given values and decodes every manifest into its
+// Kubernetes type, failing the test on any unknown field, duplicate name or unexpected kind.
+func render(t *testing.T, valuesFile string, set ...string) *rendered {
+	t.Helper()
+	files, err := renderChart(loadChart(t), userValues(t, valuesFile, set...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rendered{
+		deployments:     map[string]*appsv1.Deployment{},
+		services:        map[string]*corev1.Service{},
+		serviceAccounts: map[string]*corev1.ServiceAccount{},
+		configMaps:      map[string]*corev1.ConfigMap{},
+		secrets:         map[string]*corev1.Secret{},
+		pods:            map[string]*corev1.Pod{},
+		serviceMonitors: map[string]map[string]any{},
+	}
+	for name, content := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			r.notes = content
+			continue
+		}
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		for _, doc := range releaseutil.SplitManifests(content) {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			if err := r.add(doc); err != nil {
+				t.Fatalf("%s: %v\n%s", name, err, doc)
+			}
+		}
+	}
+	return r
+}
+
+// add decodes one manifest strictly into the API type of its kind.
+func (r *rendered) add(doc string) error {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+		return fmt.Errorf("read kind: %w", err)
+	}
+	if head.Metadata.Namespace != namespace {
+		return fmt.Errorf("%s %s: namespace %q, want the release namespace %q", head.Kind, head.Metadata.Name, head.Metadata.Namespace, namespace)
+	}
+	switch head.APIVersion + " " + head.Kind {
+	case "apps/v1 Deployment":
+		return decodeInto(doc, head.Metadata.Name, r.deployments)
+	case "v1 Service":
+		return decodeInto(doc, head.Metadata.Name, r.services)
+	case "v1 ServiceAccount":
+		return decodeInto(doc, head.Metadata.Name, r.serviceAccounts)
+	case "v1 ConfigMap":
+		return decodeInto(doc, head.Metadata.Name, r.configMaps)
+	case "v1 Secret":
+		return decodeInto(doc, head.Metadata.Name, r.secrets)
+	case "v1 Pod":
+		return decodeInto(doc, head.Metadata.Name, r.pods)
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		return decodeInto(doc, head.Metadata.Name, r.serviceMonitors)
+	default:
+		return fmt.Errorf("unexpected kind %s %s", head.APIVersion, head.Kind)
+	}
+}
+
+// decodeInto decodes doc with strict field checking (unknown or duplicate fields are
+// errors) and stores it under name.
+func decodeInto[T any](doc, name string, into map[string]T) error {
+	var obj T
+	if err := yaml.UnmarshalStrict([]byte(doc), &obj); err != nil {
+		return fmt.Errorf("strict decode: %w", err)
+	}
+	if _, dup := into[name]; dup {
+		return fmt.Errorf("two objects of one kind named %q", name)
+	}
+	into[name] = obj
+	return nil
+}
+
+// ciValuesFiles lists the chart's ci/*-values.yaml files (chart-testing's install set).
+func ciValuesFiles(t *testing.T) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(matches) == 0 {
+		t.Fatal("no ci/*-values.yaml files")
+	}
+	var out []string
+	for _, m := range matches {
+		rel, err := filepath.Rel(chartDir, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rel)
+	}
+	return out
+}
+
+// readChartFile returns a file of the chart directory.
+func readChartFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSpace(b)
+}
+
+// container returns the named container of a pod spec.
+func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container {
+	t.Helper()
+	for _, c := range spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %q in %v", name, containerNames(spec))
+	return corev1.Container{}
+}
+
+// containerNames lists a pod spec's container names in order.
+func containerNames(spec corev1.PodSpec) []string {
+	var names []string
+	for _, c := range spec.Containers {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// envMap returns a container's literal environment variables.
+func envMap(c corev1.Container) map[string]string {
+	m := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			m[e.Name] = e.Value
+		}
+	}
+	return m
+}
+
+// servicePorts returns a Service's ports by name.
+func servicePorts(s *corev1.Service) map[string]corev1.ServicePort {
+	m := map[string]corev1.ServicePort{}
+	for _, p := range s.Spec.Ports {
+		m[p.Name] = p
+	}
+	return m
+}

@@ -1,0 +1,71 @@
+package chart
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		set  string
+		want []string // all in the error message
+	}{
+		{"unknown top-level key", "replicas=2", []string{"additional properties 'replicas' not allowed"}},
+		{"unknown nested key (typo)", "collapser.config.cacheTtl=1s", []string{"/collapser/config", "additional properties 'cacheTtl' not allowed"}},
+		{"unknown key in a component", "grafana.adminUser=root", []string{"/grafana", "'adminUser'"}},
+		{"wrong type", "replicaCount=two", []string{"/replicaCount", "want integer"}},
+		{"boolean as a string", "prometheus.enabled=yes", []string{"/prometheus/enabled", "want boolean"}},
+		{"list as a string", "collapser.config.keyHeaders=authorization", []string{"/collapser/config/keyHeaders", "want array"}},
+		{"duration without a unit", "collapser.config.cacheTTL=100", []string{"/collapser/config/cacheTTL"}},
+		{"unknown log level", "collapser.config.logLevel=verbose", []string{"/collapser/config/logLevel"}},
+		{"port out of range", "service.port=70000", []string{"/service/port"}},
+		{"latest tag", "collapser.image.tag=latest", []string{"/collapser/image/tag"}},
+		{"pull policy", "backend.image.pullPolicy=Sometimes", []string{"/backend/image/pullPolicy"}},
+		{"unary method format", "collapser.config.unaryMethods={SayHello}", []string{"/collapser/config/unaryMethods/0"}},
+		{"collapse ratio above 1", "tests.minCollapseRatio=2", []string{"/tests/minCollapseRatio"}},
+	}
+	chrt := loadChart(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := renderChart(chrt, userValues(t, "", tt.set))
+			if err == nil {
+				t.Fatalf("--set %s was accepted", tt.set)
+			}
+			msg := err.Error()
+			for _, w := range append([]string{"values don't meet the specifications of the schema"}, tt.want...) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not say %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestSchema_AcceptsEveryDocumentedValue(t *testing.T) {
+	// values.yaml itself, plus values the chart documents but leaves empty by default.
+	_ = render(t, "",
+		"nameOverride=x",
+		"fullnameOverride=my-collapser",
+		"imagePullSecrets[0].name=regcred",
+		"serviceAccount.name=sa",
+		"serviceAccount.annotations.a=b",
+		"podAnnotations.a=b",
+		"podLabels.team=x",
+		"nodeSelector.disk=ssd",
+		"tolerations[0].key=k",
+		"tolerations[0].operator=Exists",
+		"collapser.extraEnv[0].name=GODEBUG",
+		"collapser.extraEnv[0].value=x",
+		"collapser.config.backend=localhost:7000",
+		"collapser.config.ignoreHeaders={x-debug}",
+		"collapser.config.descriptorSet=/descriptors/set.pb",
+		"collapser.extraVolumeMounts[0].name=descriptors",
+		"collapser.extraVolumeMounts[0].mountPath=/descriptors",
+		"extraVolumes[0].name=descriptors",
+		"extraVolumes[0].configMap.name=descriptors",
+		"service.annotations.a=b",
+		"grafana.adminPassword=secret-secret-secret",
+		"dashboards.annotations.grafana_folder=collapser",
+	)
+}

@@ -1,0 +1,263 @@
+package dashboard
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// builtinMacros are Grafana's global variables with a representative value
+// of the right kind (durations, numbers) to stand in for them when parsing.
+var builtinMacros = map[string]string{
+	"__rate_interval": "1m",
+	"__interval":      "15s",
+	"__range":         "15m",
+	"__interval_ms":   "15000",
+	"__range_ms":      "900000",
+	"__range_s":       "900",
+}
+
+// macroPattern matches $name, ${name} and ${name:format}.
+var macroPattern = regexp.MustCompile(`\$(?:\{(\w+)(?::\w+)?\}|(\w+))`)
+
+// labelValuesPattern matches a Prometheus variable query label_values(metric, label).
+var labelValuesPattern = regexp.MustCompile(`^label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)$`)
+
+// variableValue is what dashboard variable name expands to: a label value
+// naming the variable, so a check can tell which matchers use it.
+func variableValue(name string) string {
+	return "var_" + name
+}
+
+// expandMacros replaces Grafana's built-in macros and the dashboard variables
+// in expr so that it can be parsed as PromQL. Any other $name is an error: it
+// would reach Prometheus unexpanded.
+func expandMacros(expr string, variables map[string]bool) (string, error) {
+	var unknown []string
+	out := macroPattern.ReplaceAllStringFunc(expr, func(m string) string {
+		sub := macroPattern.FindStringSubmatch(m)
+		name := sub[1] + sub[2]
+		if v, ok := builtinMacros[name]; ok {
+			return v
+		}
+		if variables[name] {
+			return variableValue(name)
+		}
+		unknown = append(unknown, m)
+		return m
+	})
+	if len(unknown) > 0 {
+		return "", fmt.Errorf("unknown variables %v in %q", unknown, expr)
+	}
+	return out, nil
+}
+
+// query is one PromQL expression of the dashboard and where it is.
+type query struct {
+	where string // "panel 3 \"Requests/s\" A"
+	expr  string // as written, macros not expanded
+}
+
+// dashboardQueries returns every panel query of the dashboard.
+func dashboardQueries(t testing.TB) []query {
+	t.Helper()
+	var queries []query
+	for _, p := range loadPanels(t) {
+		for _, q := range prometheusTargets(t, p) {
+			queries = append(queries, query{where: panelName(p) + " " + deref(q.RefId), expr: q.Expr})
+		}
+	}
+	return queries
+}
+
+// dashboardVariables returns the names of the dashboard's template variables.
+func dashboardVariables(t testing.TB) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	for _, v := range loadDashboard(t).Templating.List {
+		names[v.Name] = true
+	}
+	return names
+}
+
+// parseQuery expands the macros of q and parses it as PromQL.
+func parseQuery(q query, variables map[string]bool) (parser.Expr, error) {
+	expanded, err := expandMacros(q.expr, variables)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q.where, err)
+	}
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(expanded)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parse %q: %w", q.where, expanded, err)
+	}
+	return expr, nil
+}
+
+// vectorSelectors returns the series selectors of expr, in order.
+func vectorSelectors(expr parser.Expr) []*parser.VectorSelector {
+	var selectors []*parser.VectorSelector
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			selectors = append(selectors, vs)
+		}
+		return nil
+	})
+	return selectors
+}
+
+// selectorMetric is the metric name a selector asks for ("" if none).
+func selectorMetric(vs *parser.VectorSelector) string {
+	if vs.Name != "" {
+		return vs.Name
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			return m.Value
+		}
+	}
+	return ""
+}
+
+// metricSelector is one selector of the dashboard with the query it is in.
+type metricSelector struct {
+	where    string
+	metric   string
+	matchers []*labels.Matcher // without the metric name
+}
+
+// dashboardSelectors parses every dashboard query and returns its selectors,
+// plus the metric the method variable's label_values query reads.
+func dashboardSelectors(t testing.TB) []metricSelector {
+	t.Helper()
+	variables := dashboardVariables(t)
+	var selectors []metricSelector
+	for _, q := range dashboardQueries(t) {
+		expr, err := parseQuery(q, variables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vs := range vectorSelectors(expr) {
+			s := metricSelector{where: q.where, metric: selectorMetric(vs)}
+			for _, m := range vs.LabelMatchers {
+				if m.Name != labels.MetricName {
+					s.matchers = append(s.matchers, m)
+				}
+			}
+			selectors = append(selectors, s)
+		}
+	}
+	metric, label := methodVariableSource(t)
+	selectors = append(selectors, metricSelector{
+		where:    "variable " + methodVariable,
+		metric:   metric,
+		matchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, label, ".+")},
+	})
+	return selectors
+}
+
+// methodVariableSource returns the metric and label of the method
+// variable's label_values query.
+func methodVariableSource(t testing.TB) (metric, label string) {
+	t.Helper()
+	for _, v := range loadDashboard(t).Templating.List {
+		if v.Name != methodVariable {
+			continue
+		}
+		m := labelValuesPattern.FindStringSubmatch(variableQuery(v))
+		if m == nil {
+			t.Fatalf("variable %q: query %q is not label_values(metric, label)", v.Name, variableQuery(v))
+		}
+		return m[1], m[2]
+	}
+	t.Fatalf("no %q variable", methodVariable)
+	return "", ""
+}
+
+// usedMetrics returns the sorted, distinct metric names the dashboard selects.
+func usedMetrics(selectors []metricSelector) []string {
+	set := map[string]bool{}
+	for _, s := range selectors {
+		set[s.metric] = true
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestExpandMacros(t *testing.T) {
+	variables := map[string]bool{"method": true, "datasource": true}
+	tests := []struct {
+		name, in, want string
+		wantErr        bool
+	}{
+		{name: "rate interval", in: `rate(x[$__rate_interval])`, want: `rate(x[1m])`},
+		{name: "braced interval", in: `rate(x[${__interval}])`, want: `rate(x[15s])`},
+		{name: "variable", in: `x{method=~"$method"}`, want: `x{method=~"var_method"}`},
+		{name: "variable with format", in: `x{method=~"${method:regex}"}`, want: `x{method=~"var_method"}`},
+		{name: "unknown variable", in: `x{method=~"$mehtod"}`, wantErr: true},
+		{name: "unknown macro", in: `rate(x[$__rate_intervall])`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := expandMacros(tt.in, variables)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("expandMacros(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("expandMacros(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDashboard_EveryQueryParsesAsPromQL(t *testing.T) {
+	variables := dashboardVariables(t)
+	for _, q := range dashboardQueries(t) {
+		expr, err := parseQuery(q, variables)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		for _, vs := range vectorSelectors(expr) {
+			if selectorMetric(vs) == "" {
+				t.Errorf("%s: selector %s names no metric", q.where, vs)
+			}
+		}
+		if !strings.Contains(q.expr, "rate(") {
+			continue
+		}
+		if !strings.Contains(q.expr, "$__rate_interval") {
+			t.Errorf("%s: rate() without $__rate_interval: %q", q.where, q.expr)
+		}
+	}
+}
+
+func TestDashboard_ShowsEveryMetricOfTheContract(t *testing.T) {
+	// The metrics the contract names for dashboards: the sidecar's own and the
+	// hello backend's request counter, the independent check.
+	contract := []string{
+		"collapser_requests_total",
+		"collapser_backend_calls_total",
+		"collapser_backend_call_duration_seconds_bucket",
+		"collapser_inflight_keys",
+		"collapser_waiters",
+		"collapser_cache_entries",
+		"collapser_cache_bytes",
+		"hello_requests_total",
+	}
+	used := usedMetrics(dashboardSelectors(t))
+	for _, name := range contract {
+		if !slices.Contains(used, name) {
+			t.Errorf("no query reads %s (used: %v)", name, used)
+		}
+	}
+}
