@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -117,7 +118,7 @@ func selectorMetric(vs *parser.VectorSelector) string {
 		return vs.Name
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}
@@ -145,7 +146,7 @@ func dashboardSelectors(t testing.TB) []metricSelector {
 		for _, vs := range vectorSelectors(expr) {
 			s := metricSelector{where: q.where, metric: selectorMetric(vs)}
 			for _, m := range vs.LabelMatchers {
-				if m.Name != labels.MetricName {
+				if m.Name != model.MetricNameLabel {
 					s.matchers = append(s.matchers, m)
 				}
 			}
