@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gruntwork-io/terratest/modules/helm"
+	"github.com/gruntwork-io/terratest/modules/k8s"
+	"github.com/gruntwork-io/terratest/modules/random"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/collapser/collapser/src/demo"
+)
+
+const (
+	release = "collapser" // the chart then names its resources "collapser"
+	// backendLatency is long enough for a burst of 10,000 calls through a
+	// port-forward to reach the sidecar while the first backend call runs.
+	backendLatency = 3 * time.Second
+	cacheTTL       = 100 * time.Millisecond
+	burst          = 10_000
+)
+
+// TestCollapserOnKind installs the chart into a kind cluster and checks,
+// from the hello backend's own counter, that the sidecar collapses bursts,
+// never shares replies across credentials, is scraped by Prometheus, passes
+// helm test and takes a new TTL on upgrade.
+func TestCollapserOnKind(t *testing.T) {
+	s := loadSettings(t)
+	ensureCluster(t, s)
+	loadImages(t, s)
+
+	namespace := "collapser-e2e-" + strings.ToLower(random.UniqueId())
+	kubectl := k8s.NewKubectlOptions("", s.kubeconfigPath, namespace)
+	k8s.CreateNamespaceWithMetadata(t, kubectl, metav1.ObjectMeta{
+		Name: namespace,
+		Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce":         "restricted",
+			"pod-security.kubernetes.io/enforce-version": "latest",
+		},
+	})
+	t.Cleanup(func() { k8s.DeleteNamespace(t, kubectl, namespace) })
+	dumpOnFailure(t, kubectl)
+
+	opts := helmOptions(s, kubectl, cacheTTL)
+	helm.Install(t, opts, s.chartDir, release)
+	podName := waitForProxyPod(t, kubectl, "")
+
+	t.Run("burst of identical calls makes one backend call", func(t *testing.T) {
+		target, backend := openTunnels(t, kubectl)
+		report := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
+		// Every call that arrives while one backend call runs joins it, and
+		// the cache covers cacheTTL after: a burst shorter than a backend
+		// latency makes one call; a longer one at most one per latency+TTL.
+		most := 1 + int64(report.Duration/(backendLatency+cacheTTL))
+		t.Logf("%d requests in %v: %d backend calls (at most %d explained), collapse ratio %.5f",
+			report.Requests, report.Duration, report.BackendCalls, most, report.CollapseRatio)
+		if report.Errors != 0 {
+			t.Errorf("%d requests failed: %v", report.Errors, report.ErrorsByCode)
+		}
+		if report.BackendCalls < 1 || report.BackendCalls > most {
+			t.Errorf("backend saw %d calls, want 1 to %d", report.BackendCalls, most)
+		}
+		if report.Duration < backendLatency && report.BackendCalls != 1 {
+			t.Errorf("burst took %v, less than a backend latency, yet the backend saw %d calls", report.Duration, report.BackendCalls)
+		}
+		if report.CollapseRatio < 0.999 {
+			t.Errorf("collapse ratio %.5f, want at least 0.999", report.CollapseRatio)
+		}
+	})
+
+	t.Run("callers with different credentials never share a reply", func(t *testing.T) {
+		target, backend := openTunnels(t, kubectl)
+		report := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: 1000, Concurrency: 1000, Name: "creds",
+			Authorization: "Bearer alice", SecondAuthorization: "Bearer bob", Timeout: time.Minute})
+		seen := map[string]bool{}
+		for _, b := range report.Bursts {
+			if b.Mismatched != 0 {
+				t.Errorf("caller %q got %d replies computed for another caller", b.Caller, b.Mismatched)
+			}
+			for caller := range b.Replies {
+				seen[caller] = true
+			}
+		}
+		if !seen["alice"] || !seen["bob"] || report.BackendCalls < 2 {
+			t.Errorf("backend served callers %v in %d calls; want both alice and bob, at least 2 calls", seen, report.BackendCalls)
+		}
+	})
+
+	if s.prometheus {
+		t.Run("prometheus scrapes the sidecar and agrees with the backend", func(t *testing.T) {
+			checkPrometheus(t, kubectl)
+		})
+	}
+
+	t.Run("helm test", func(t *testing.T) {
+		out, err := helm.RunHelmCommandAndGetOutputE(t, opts, "test", release, "--logs", "--timeout", "5m")
+		if err != nil {
+			t.Fatalf("helm test: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("upgrade with a new TTL rolls the pod and the TTL takes effect", func(t *testing.T) {
+		const newTTL = 30 * time.Second
+		helm.Upgrade(t, helmOptions(s, kubectl, newTTL), s.chartDir, release)
+		newPod := waitForProxyPod(t, kubectl, podName)
+		t.Logf("pod %s replaced by %s", podName, newPod)
+
+		target, backend := openTunnels(t, kubectl)
+		// Two calls a second apart: with the old 100ms TTL the second would
+		// reach the backend again; with 30s it is a cache hit.
+		first := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: 1, Concurrency: 1, Name: "ttl", Timeout: time.Minute})
+		time.Sleep(time.Second) // the gap the TTL must cover, not synchronisation
+		second := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: 1, Concurrency: 1, Name: "ttl", Timeout: time.Minute})
+		if first.BackendCalls != 1 || second.BackendCalls != 0 {
+			t.Errorf("backend calls: %d then %d, want 1 then 0 (served from the 30s cache)", first.BackendCalls, second.BackendCalls)
+		}
+	})
+}
+
+// helmOptions installs the project's images (never pulled), a slow backend,
+// the given TTL and, when enabled, Prometheus; Grafana stays off (no image
+// here; its manifests are covered by the render tests).
+func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *helm.Options {
+	promRepo, promTag, _ := strings.Cut(s.prometheusImage, ":")
+	values := map[string]string{
+		"collapser.image.repository": imageRepoPrefix + "/collapser",
+		"collapser.image.tag":        s.imageTag,
+		"collapser.image.pullPolicy": "Never",
+		"backend.image.repository":   imageRepoPrefix + "/hello-backend",
+		"backend.image.tag":          s.imageTag,
+		"backend.image.pullPolicy":   "Never",
+		"tests.image.repository":     imageRepoPrefix + "/democlient",
+		"tests.image.tag":            s.imageTag,
+		"tests.image.pullPolicy":     "Never",
+		"backend.latency":            backendLatency.String(),
+		"collapser.config.cacheTTL":  ttl.String(),
+		"grafana.enabled":            "false",
+		"prometheus.enabled":         "false",
+	}
+	if s.prometheus {
+		values["prometheus.enabled"] = "true"
+		values["prometheus.image.repository"] = promRepo
+		values["prometheus.image.tag"] = promTag
+		values["prometheus.image.pullPolicy"] = "Never"
+	}
+	return &helm.Options{
+		KubectlOptions: kubectl,
+		SetValues:      values,
+		ExtraArgs: map[string][]string{
+			"install": {"--wait", "--timeout", "5m"},
+			"upgrade": {"--wait", "--timeout", "5m"},
+		},
+	}
+}
+
+// waitForProxyPod waits until the release's proxy pod (backend + sidecar) is
+// the only one and available with every container ready, and returns its
+// name. A pod named replaced must be gone.
+func waitForProxyPod(t *testing.T, kubectl *k8s.KubectlOptions, replaced string) string {
+	t.Helper()
+	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		pods := k8s.ListPods(t, kubectl, selector)
+		if len(pods) == 1 && pods[0].Name != replaced && pods[0].DeletionTimestamp == nil && k8s.IsPodAvailable(&pods[0]) {
+			return pods[0].Name
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy pod not available (replacing %q): %d pods", replaced, len(pods))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// openTunnels forwards local ports to the Service's gRPC port (the sidecar)
+// and backend-stats port (the hello backend, where its own count is read).
+func openTunnels(t *testing.T, kubectl *k8s.KubectlOptions) (target, backend string) {
+	t.Helper()
+	sidecar := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 50052)
+	sidecar.ForwardPort(t)
+	t.Cleanup(sidecar.Close)
+	stats := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 50051)
+	stats.ForwardPort(t)
+	t.Cleanup(stats.Close)
+	return sidecar.Endpoint(), stats.Endpoint()
+}
+
+// runDemo sends the demo client's burst and returns its report.
+func runDemo(t *testing.T, cfg demo.Config) *demo.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report, err := demo.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	return report
+}

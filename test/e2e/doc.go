@@ -1,0 +1,20 @@
+// Package e2e holds the end-to-end tests: they create (or reuse) a kind
+// cluster, load the project's images into it, install the chart with Helm
+// into a namespace that enforces the "restricted" Pod Security Standard,
+// and check what really happened from the hello backend's own counter.
+//
+// They run only when COLLAPSER_E2E=1 (make e2e sets it), so that go test
+// ./... in this module stays a unit-test run. Settings, all optional:
+//
+//	KIND_CLUSTER         cluster name (collapser-e2e)
+//	KIND_NODE_IMAGE      node image for a new cluster (kind's default)
+//	KIND_CONFIG          kind config file for a new cluster
+//	E2E_REUSE_CLUSTER=1  use the cluster if it exists and keep it afterwards
+//	E2E_IMAGE_TAG        tag of the project's images (e2e)
+//	E2E_PROMETHEUS=1     install the chart's Prometheus too; its image
+//	                     (E2E_PROMETHEUS_IMAGE, prom/prometheus:v3.16.0)
+//	                     must be in the local docker
+//	KIND                 the kind binary (kind on PATH)
+//
+// helm must be on PATH (Terratest's helm module runs it).
+package e2e

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gruntwork-io/terratest/modules/k8s"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+)
+
+const sayHello = "/hello.v1.Greeter/SayHello"
+
+// checkPrometheus asks the in-cluster Prometheus, through a tunnel, whether
+// it scrapes the sidecar and the backend, and waits until its count of the
+// sidecar's backend calls equals the backend's own count, read over gRPC.
+func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions) {
+	tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release+"-prometheus", 0, 9090)
+	tunnel.ForwardPort(t)
+	t.Cleanup(tunnel.Close)
+	api := "http://" + tunnel.Endpoint()
+	_, backend := openTunnels(t, kubectl)
+	truth := backendCount(t, backend)
+
+	queries := map[string]string{
+		"targets up":                  `count(up{job=~"collapser|hello-backend"} == 1)`,
+		"sidecar's backend calls":     fmt.Sprintf(`sum(collapser_backend_calls_total{method=%q})`, sayHello),
+		"backend's own request count": fmt.Sprintf(`sum(hello_requests_total{method=%q})`, sayHello),
+	}
+	want := map[string]float64{"targets up": 2, "sidecar's backend calls": float64(truth), "backend's own request count": float64(truth)}
+	deadline := time.Now().Add(2 * time.Minute) // a few 5s scrapes, and Prometheus starting
+	for {
+		got := map[string]float64{}
+		for name, q := range queries {
+			v, err := queryScalar(api, q)
+			if err != nil {
+				t.Logf("%s: %v", name, err)
+				continue
+			}
+			got[name] = v
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			t.Logf("Prometheus agrees with the backend: %v", got)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus says %v, want %v (the backend's own count is %d)", got, want, truth)
+		}
+		time.Sleep(5 * time.Second) // the scrape interval
+	}
+}
+
+// queryScalar runs an instant query whose result is one sample.
+func queryScalar(api, query string) (float64, error) {
+	resp, err := http.Get(api + "/api/v1/query?query=" + url.QueryEscape(query))
+	if err != nil {
+		return 0, fmt.Errorf("query %s: %w", query, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return 0, fmt.Errorf("query %s: decode: %w", query, err)
+	}
+	if body.Status != "success" {
+		return 0, fmt.Errorf("query %s: %s", query, body.Error)
+	}
+	if len(body.Data.Result) != 1 {
+		return 0, fmt.Errorf("query %s: %d samples, want 1", query, len(body.Data.Result))
+	}
+	s, ok := body.Data.Result[0].Value[1].(string)
+	if !ok {
+		return 0, fmt.Errorf("query %s: value %v is not a string", query, body.Data.Result[0].Value[1])
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// backendCount reads how many SayHello calls the hello backend received.
+func backendCount(t *testing.T, addr string) int64 {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	counts, err := hellov1.NewStatsClient(conn).GetCounts(ctx, &hellov1.GetCountsRequest{})
+	if err != nil {
+		t.Fatalf("read the backend's counts: %v", err)
+	}
+	return counts.GetByMethod()[sayHello]
+}
