@@ -7,6 +7,7 @@
 #   make generate                    # regenerate src/api after editing a .proto
 #   make bench BENCH=Group BENCHTIME=2s
 #   make load                        # load benchmarks through the whole sidecar (-race)
+#   make e2e                         # kind cluster + chart + Terratest (see scripts/e2e.sh)
 #   make help                        # every target, grouped
 #
 # Longer logic lives in scripts/; every recipe here is one line.
@@ -20,6 +21,16 @@ export STATICCHECK_VERSION := v0.8.2
 export PROTOC_VERSION := 3.21.12
 export PROTOC_GEN_GO_VERSION := v1.36.12
 export PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+export KIND_VERSION := v0.33.0
+export HELM_VERSION := v3.22.0
+export CT_VERSION := v3.14.0
+# The Prometheus module built into the chart's Prometheus image where none can be pulled.
+export PROMETHEUS_MODULE_VERSION := v0.316.0
+
+# The kind cluster of make cluster/deploy/demo/grafana.
+KIND_CLUSTER ?= collapser
+# kubectl, used only by make grafana (its port-forward).
+KUBECTL ?= kubectl
 
 # Benchmark filter and duration; packages measured by `make bench`.
 BENCH ?= .
@@ -82,9 +93,45 @@ verify-dashboards: ## Fail if the chart's dashboard copy differs from dashboards
 	./scripts/dashboards.sh verify
 
 ################################################################################
+##@ Images, chart and cluster
+
+images: ## Build the collapser, hello-backend and democlient images (IMAGE_TAG, default the chart's appVersion).
+	./scripts/images.sh
+
+images-gobuild: ## Build the same images compiling inside GO_IMAGE (needs a registry for the Go image).
+	IMAGE_BIN_SOURCE=gobuild ./scripts/images.sh
+
+prometheus-image: ## Pull the chart's Prometheus image, or build it from the Go module proxy.
+	./scripts/prometheus-image.sh
+
+tools: ## Install the pinned kind, helm and ct into ./bin.
+	./scripts/tools.sh
+
+chart-lint: verify-dashboards ## helm lint --strict the chart with each ci/ values file, then ct lint.
+	./scripts/chart-lint.sh
+
+cluster: ## Create the kind cluster "collapser" (KIND_NODE_IMAGE, KIND_CONFIG, KIND_OFFLINE_DIR).
+	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/cluster.sh up
+
+deploy: ## Build images, load them into kind, helm upgrade --install with Prometheus + Grafana (GRAFANA=false offline).
+	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh
+
+demo: ## Burst through the Service (helm test): prints the backend's own call count and the collapse ratio.
+	PATH="$(CURDIR)/bin:$$PATH" helm test collapser --namespace collapser --kube-context kind-$(KIND_CLUSTER) --logs
+
+grafana: ## Forward Grafana to http://localhost:3000 (KUBECTL=kubectl; kubectl is not go-installable).
+	$(KUBECTL) --context kind-$(KIND_CLUSTER) --namespace collapser port-forward svc/collapser-grafana 3000:3000
+
+cluster-down: ## Delete the kind cluster.
+	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/cluster.sh down
+
+e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: see scripts/e2e.sh).
+	./scripts/e2e.sh
+
+################################################################################
 ##@ Demo
 
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load fuzz lint fmt generate verify-generated dashboards verify-dashboards local-demo
+.PHONY: help build clean test bench load fuzz lint fmt generate verify-generated dashboards verify-dashboards images images-gobuild prometheus-image tools chart-lint cluster deploy demo grafana cluster-down e2e local-demo
