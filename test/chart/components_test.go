@@ -126,8 +126,8 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 	want := []string{
 		"--target=" + fullname + ":50052",
 		"--backend=" + fullname + ":50051",
-		"--requests=1000",
-		"--concurrency=1000",
+		"--requests=10000",
+		"--concurrency=10000",
 		"--timeout=10s",
 		"--min-collapse-ratio=0.9",
 		"--json",
