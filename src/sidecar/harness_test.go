@@ -2,11 +2,13 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,11 +88,13 @@ func startBackendOn(t testing.TB, addr string, b hellov1.GreeterServer) string {
 type runningSidecar struct {
 	*Sidecar
 	addr, metricsAddr string
+	cancel            context.CancelFunc // what SIGTERM does
+	served            <-chan error       // Serve's result
+	stop              func() error       // cancel, then Serve's result; once
 }
 
-// startSidecar serves a Sidecar in front of backend until the test ends,
-// and waits until its health service reports SERVING.
-func startSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
+// serveSidecar serves a Sidecar in front of backend until the test ends.
+func serveSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Backend = backend
@@ -112,18 +116,29 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *run
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
-	t.Cleanup(func() {
+	r := &runningSidecar{Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String(), cancel: cancel, served: served}
+	r.stop = sync.OnceValue(func() error {
 		cancel()
 		select {
 		case err := <-served:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
+			return err
 		case <-time.After(defaultTestTimeout):
-			t.Error("Serve did not return after cancel")
+			return errors.New("Serve did not return after cancel")
 		}
 	})
-	r := &runningSidecar{Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String()}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return r
+}
+
+// startSidecar is serveSidecar that waits until the sidecar's health
+// service reports SERVING.
+func startSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
+	t.Helper()
+	r := serveSidecar(t, backend, edit)
 	waitServing(t, dial(t, r.addr))
 	return r
 }

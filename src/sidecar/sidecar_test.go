@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -59,23 +57,8 @@ func TestSidecar_HealthFollowsBackend(t *testing.T) {
 	addr := lis.Addr().String()
 	lis.Close() // nothing listens: the backend is down
 
-	cfg := config.Default()
-	cfg.Backend = addr
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLis, _ := net.Listen("tcp", "127.0.0.1:0")
-	metricsLis, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
-
-	health := healthpb.NewHealthClient(dial(t, grpcLis.Addr().String()))
+	sc := serveSidecar(t, addr, nil)
+	health := healthpb.NewHealthClient(dial(t, sc.addr))
 	check := func() healthpb.HealthCheckResponse_ServingStatus {
 		c, done := context.WithTimeout(context.Background(), time.Second)
 		defer done()
@@ -102,22 +85,8 @@ func TestSidecar_HealthFollowsBackend(t *testing.T) {
 
 func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 	backend := &countingBackend{gate: make(chan struct{})}
-	backendAddr := startBackend(t, backend)
-	cfg := config.Default()
-	cfg.Backend = backendAddr
-	cfg.UnaryMethods = []string{sayHello}
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLis, _ := net.Listen("tcp", "127.0.0.1:0")
-	metricsLis, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
-
-	client := hellov1.NewGreeterClient(dial(t, grpcLis.Addr().String()))
-	waitServing(t, dial(t, grpcLis.Addr().String()))
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) { c.UnaryMethods = []string{sayHello} })
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	replied := make(chan error, 1)
 	go func() {
 		_, err := client.SayHello(context.Background(), &hellov1.HelloRequest{Name: "last"})
@@ -126,9 +95,9 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 	for backend.calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	cancel() // SIGTERM
+	sc.cancel() // SIGTERM
 	select {
-	case err := <-served:
+	case err := <-sc.served:
 		t.Fatalf("Serve returned (%v) while a call was in flight", err)
 	case <-time.After(50 * time.Millisecond):
 	}
@@ -136,28 +105,14 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 	if err := <-replied; err != nil {
 		t.Errorf("call in flight at shutdown: %v", err)
 	}
-	if err := <-served; err != nil {
+	if err := sc.stop(); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 }
 
 func TestSidecar_LivenessServesWhileBackendIsDown(t *testing.T) {
-	cfg := config.Default()
-	cfg.Backend = "127.0.0.1:1" // nothing listens there
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLis, _ := net.Listen("tcp", "127.0.0.1:0")
-	metricsLis, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
-	health := healthpb.NewHealthClient(dial(t, grpcLis.Addr().String()))
+	sc := serveSidecar(t, "127.0.0.1:1", nil) // nothing listens there
+	health := healthpb.NewHealthClient(dial(t, sc.addr))
 	for service, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
 		"":              healthpb.HealthCheckResponse_NOT_SERVING,
 		LivenessService: healthpb.HealthCheckResponse_SERVING,
