@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collapser/collapser/src/command"
 	"github.com/collapser/collapser/src/envflag"
 )
 
@@ -67,17 +68,12 @@ func Default() Sidecar {
 }
 
 // Parse returns the settings given by args (without the program name) over
-// the environment read through getenv, over the defaults. Usage goes to out
-// for -h. The error of -h is flag.ErrHelp.
+// the environment read through getenv, over the defaults. Usage goes to out,
+// for -h (the error is then flag.ErrHelp) and after a bad flag.
 func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, error) {
 	c := Default()
 	fs := flag.NewFlagSet("collapser", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: collapser [flags]\n\nEvery flag can also be set by an environment variable named after it,\n"+
-			"%s followed by the flag in upper case (--cache-ttl: %s); flags win.\n\n", EnvPrefix, EnvName("cache-ttl"))
-		fs.PrintDefaults()
-	}
+	fs.Usage = envflag.Usage(fs, EnvPrefix, "cache-ttl")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "the backend's gRPC `address`")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
@@ -101,11 +97,8 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, e
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
 		return Sidecar{}, err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := command.ParseFlags(fs, args, out, out); err != nil {
 		return Sidecar{}, err
-	}
-	if fs.NArg() > 0 {
-		return Sidecar{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	return c, c.validate()
 }

@@ -31,3 +31,14 @@ func Apply(fs *flag.FlagSet, prefix string, getenv func(string) string) error {
 	})
 	return errors.Join(errs...)
 }
+
+// Usage returns a flag.FlagSet.Usage for a program whose flags prefix's
+// variables can set: the synopsis, how the variables are named (with
+// exampleFlag as the example) and the flags' defaults, on fs.Output().
+func Usage(fs *flag.FlagSet, prefix, exampleFlag string) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nEvery flag can also be set by an environment variable named after it,\n"+
+			"%s followed by the flag in upper case (--%s: %s); flags win.\n\n", fs.Name(), prefix, exampleFlag, Name(prefix, exampleFlag))
+		fs.PrintDefaults()
+	}
+}

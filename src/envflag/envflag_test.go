@@ -39,3 +39,16 @@ func TestName(t *testing.T) {
 		t.Errorf("Name = %q", got)
 	}
 }
+
+func TestUsage_NamesTheVariables(t *testing.T) {
+	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+	fs.Duration("cache-ttl", time.Second, "how long")
+	var out strings.Builder
+	fs.SetOutput(&out)
+	Usage(fs, "P_", "cache-ttl")()
+	for _, want := range []string{"Usage: prog [flags]", "(--cache-ttl: P_CACHE_TTL)", "how long"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, out.String())
+		}
+	}
+}

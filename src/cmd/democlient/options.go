@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/collapser/collapser/src/command"
 	"github.com/collapser/collapser/src/demo"
 )
 
@@ -25,8 +24,6 @@ type options struct {
 func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("democlient", flag.ContinueOnError)
-	var usage bytes.Buffer
-	fs.SetOutput(&usage)
 	fs.StringVar(&o.demo.Target, "target", "localhost:50052", "gRPC `address` the requests are sent to (the collapser sidecar)")
 	fs.StringVar(&o.demo.Backend, "backend", "localhost:50051", "gRPC `address` of the hello backend, where its own counts are read")
 	fs.IntVar(&o.demo.Requests, "requests", 10000, "requests per burst, all identical")
@@ -38,16 +35,8 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "write the report as JSON (and no progress)")
 	fs.BoolVar(&o.quiet, "quiet", false, "write no progress")
 	fs.Float64Var(&o.minCollapseRatio, "min-collapse-ratio", 0, "fail unless the collapse ratio (1 - backend calls / successful requests) reaches this `ratio`, 0 to 1")
-	if err := fs.Parse(args); err != nil {
-		out := stderr
-		if errors.Is(err, flag.ErrHelp) {
-			out = stdout
-		}
-		_, _ = usage.WriteTo(out) // nothing better to do if the terminal is gone
+	if err := command.ParseFlags(fs, args, stdout, stderr); err != nil {
 		return options{}, err
-	}
-	if fs.NArg() > 0 {
-		return options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if o.minCollapseRatio < 0 || o.minCollapseRatio > 1 {
 		return options{}, fmt.Errorf("--min-collapse-ratio must be between 0 and 1, got %v", o.minCollapseRatio)

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/collapser/collapser/src/command"
 	"github.com/collapser/collapser/src/envflag"
 )
 
@@ -32,13 +31,7 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
 	c := config{}
 	fs := flag.NewFlagSet("hello-backend", flag.ContinueOnError)
-	var usage bytes.Buffer
-	fs.SetOutput(&usage)
-	fs.Usage = func() {
-		fmt.Fprintf(&usage, "Usage: hello-backend [flags]\n\nEvery flag can also be set by an environment variable named after it,\n"+
-			"%s followed by the flag in upper case (--latency: %s); flags win.\n\n", envPrefix, envName("latency"))
-		fs.PrintDefaults()
-	}
+	fs.Usage = envflag.Usage(fs, envPrefix, "latency")
 	fs.StringVar(&c.listen, "listen", ":50051", "gRPC `address` to serve Greeter, Stats, reflection and health on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":2113", "`address` of the Prometheus /metrics endpoint")
 	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "how long each Greeter request waits before it is answered")
@@ -48,16 +41,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
 		return config{}, err
 	}
-	if err := fs.Parse(args); err != nil {
-		out := stderr
-		if errors.Is(err, flag.ErrHelp) {
-			out = stdout
-		}
-		_, _ = usage.WriteTo(out) // nothing better to do if the terminal is gone
+	if err := command.ParseFlags(fs, args, stdout, stderr); err != nil {
 		return config{}, err
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if c.latency < 0 {
 		return config{}, fmt.Errorf("--latency (%s) must not be negative, got %s", envName("latency"), c.latency)
