@@ -2,8 +2,6 @@ package demo
 
 import (
 	"context"
-	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/collapser/collapser/src/hello"
+	"github.com/collapser/collapser/src/hello/hellotest"
 )
 
 // defaultTestTimeout bounds every wait in this package's tests.
@@ -31,25 +30,8 @@ type backend struct {
 
 func startBackend(t *testing.T, latency time.Duration) *backend {
 	t.Helper()
-	s, err := hello.New(hello.Options{Latency: latency})
-	if err != nil {
-		t.Fatalf("hello.New: %v", err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	b := &backend{addr: lis.Addr().String()}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(b.track))
-	s.Register(srv)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	b := &backend{}
+	b.addr = hellotest.Serve(t, hello.Options{Latency: latency}, grpc.UnaryInterceptor(b.track))
 	return b
 }
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 
 	"github.com/collapser/collapser/src/hello"
+	"github.com/collapser/collapser/src/hello/hellotest"
 )
 
 // defaultTestTimeout bounds every wait in this package's tests.
@@ -28,25 +28,7 @@ func TestMain(m *testing.M) {
 // ends and returns its address.
 func startHello(t *testing.T, latency time.Duration) string {
 	t.Helper()
-	s, err := hello.New(hello.Options{Latency: latency})
-	if err != nil {
-		t.Fatalf("hello.New: %v", err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	srv := grpc.NewServer()
-	s.Register(srv)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
+	return hellotest.Serve(t, hello.Options{Latency: latency})
 }
 
 func testContext(t *testing.T) context.Context {
