@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/collapser/collapser/src/logrecorder"
 )
 
 const (
@@ -70,7 +70,7 @@ func (b *backend) stop() {
 
 // watch runs Watch on a sidecar health server whose status starts as initial,
 // until the returned stop is called; stop waits for Watch to return.
-func watch(t *testing.T, cc grpc.ClientConnInterface, initial healthpb.HealthCheckResponse_ServingStatus, logs *recorder) (*health.Server, func()) {
+func watch(t *testing.T, cc grpc.ClientConnInterface, initial healthpb.HealthCheckResponse_ServingStatus, logs *logrecorder.Recorder) (*health.Server, func()) {
 	t.Helper()
 	sidecar := health.NewServer()
 	sidecar.SetServingStatus("", initial)
@@ -120,14 +120,14 @@ func waitForStatus(t *testing.T, sidecar *health.Server, want healthpb.HealthChe
 }
 
 func TestWatch_ServingWhileBackendServing(t *testing.T) {
-	logs := &recorder{}
+	logs := &logrecorder.Recorder{}
 	b, cc := startBackend(t, true)
 	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, logs)
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_SERVING)
 
 	// Later probes that agree change nothing and log nothing.
 	waitFor(t, "five probes", func() bool { return b.checks.Load() >= 5 })
-	if n := logs.count(slog.LevelInfo, "backend reachable"); n != 1 {
+	if n := logs.Count(slog.LevelInfo, "backend reachable", "", ""); n != 1 {
 		t.Errorf("SERVING logged %d times over %d probes, want once", n, b.checks.Load())
 	}
 }
@@ -135,30 +135,30 @@ func TestWatch_ServingWhileBackendServing(t *testing.T) {
 func TestWatch_NotServingWhenBackendReportsNotServing(t *testing.T) {
 	b, cc := startBackend(t, true)
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_SERVING, &recorder{})
+	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_SERVING, &logrecorder.Recorder{})
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_NOT_SERVING)
 }
 
 func TestWatch_NotServingAfterBackendStops(t *testing.T) {
-	logs := &recorder{}
+	logs := &logrecorder.Recorder{}
 	b, cc := startBackend(t, true)
 	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, logs)
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_SERVING)
 	b.stop()
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_NOT_SERVING)
-	if n := logs.count(slog.LevelWarn, "backend unreachable"); n != 1 {
+	if n := logs.Count(slog.LevelWarn, "backend unreachable", "", ""); n != 1 {
 		t.Errorf("NOT_SERVING logged %d times, want once", n)
 	}
 }
 
 func TestWatch_ServingWhenBackendHasNoHealthService(t *testing.T) {
 	_, cc := startBackend(t, false)
-	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, &recorder{})
+	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, &logrecorder.Recorder{})
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_SERVING)
 }
 
 func TestWatch_ContextEndReturnsNotServing(t *testing.T) {
-	logs := &recorder{}
+	logs := &logrecorder.Recorder{}
 	_, cc := startBackend(t, true)
 	sidecar, stop := watch(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, logs)
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_SERVING)
@@ -166,38 +166,7 @@ func TestWatch_ContextEndReturnsNotServing(t *testing.T) {
 	if got := sidecarStatus(t, sidecar); got != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("after Watch returned: status %v, want NOT_SERVING", got)
 	}
-	if n := logs.count(slog.LevelInfo, "sidecar stopping"); n != 1 {
+	if n := logs.Count(slog.LevelInfo, "sidecar stopping", "", ""); n != 1 {
 		t.Errorf("stop logged %d times, want once", n)
 	}
-}
-
-// recorder is a slog.Handler that keeps every record for assertions.
-type recorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *recorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-
-func (h *recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recorder) WithGroup(string) slog.Handler      { return h }
-
-// count returns how many records have the level and a message starting with prefix.
-func (h *recorder) count(level slog.Level, prefix string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.records {
-		if r.Level == level && strings.HasPrefix(r.Message, prefix) {
-			n++
-		}
-	}
-	return n
 }

@@ -2,10 +2,7 @@ package methodkind
 
 import (
 	"context"
-	"log/slog"
 	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -127,46 +124,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// recorder is a slog.Handler that keeps every record for assertions.
-type recorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *recorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-
-func (h *recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recorder) WithGroup(string) slog.Handler      { return h }
-
-// count returns how many records have the level, a message starting with
-// prefix and the attribute key=value (key "" matches any record).
-func (h *recorder) count(level slog.Level, prefix, key, value string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.records {
-		if r.Level != level || !strings.HasPrefix(r.Message, prefix) {
-			continue
-		}
-		match := key == ""
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == key && a.Value.String() == value {
-				match = true
-			}
-			return !match
-		})
-		if match {
-			n++
-		}
-	}
-	return n
 }

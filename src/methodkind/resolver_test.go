@@ -16,6 +16,8 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/collapser/collapser/src/logrecorder"
 )
 
 var greeterKinds = map[string]Kind{
@@ -36,13 +38,13 @@ func TestResolver_LearnsKindsFromReflection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			logs := &recorder{}
+			logs := &logrecorder.Recorder{}
 			r, err := NewResolver(Options{Backend: startBackend(t, tt.register), UseReflection: true, Logger: slog.New(logs)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			runResolver(t, r)
-			waitFor(t, "kinds learned", func() bool { return logs.count(slog.LevelInfo, "learned method kinds", "reflection", tt.version) == 1 })
+			waitFor(t, "kinds learned", func() bool { return logs.Count(slog.LevelInfo, "learned method kinds", "reflection", tt.version) == 1 })
 			for m, k := range greeterKinds {
 				if got := r.Kind(m); got != k {
 					t.Errorf("Kind(%s) = %v, want %v", m, got, k)
@@ -56,23 +58,23 @@ func TestResolver_LearnsKindsFromReflection(t *testing.T) {
 }
 
 func TestResolver_BackendWithoutReflectionLeavesMethodsUnknownAndLogsOnce(t *testing.T) {
-	logs := &recorder{}
+	logs := &logrecorder.Recorder{}
 	r, err := NewResolver(Options{Backend: startBackend(t, nil), UseReflection: true, Logger: slog.New(logs), RefreshInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runResolver(t, r)
-	waitFor(t, "missing reflection reported", func() bool { return logs.count(slog.LevelWarn, "method kinds cannot be learned", "", "") == 1 })
+	waitFor(t, "missing reflection reported", func() bool { return logs.Count(slog.LevelWarn, "method kinds cannot be learned", "", "") == 1 })
 	for range 3 {
 		if got := r.Kind(sayHello); got != Unknown {
 			t.Fatalf("Kind(%s) = %v, want unknown", sayHello, got)
 		}
 	}
-	if n := logs.count(slog.LevelWarn, "method kind unknown", "method", sayHello); n != 1 {
+	if n := logs.Count(slog.LevelWarn, "method kind unknown", "method", sayHello); n != 1 {
 		t.Errorf("unknown method logged %d times, want once", n)
 	}
 	// Each Kind woke Run; a refresh after the wake-ups must not repeat the warning.
-	if n := logs.count(slog.LevelWarn, "method kinds cannot be learned", "", ""); n != 1 {
+	if n := logs.Count(slog.LevelWarn, "method kinds cannot be learned", "", ""); n != 1 {
 		t.Errorf("missing reflection logged %d times, want once", n)
 	}
 }
@@ -86,13 +88,13 @@ func TestResolver_LearnsFromBackendThatStartsAfterRun(t *testing.T) {
 		}
 		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	}))
-	logs := &recorder{}
+	logs := &logrecorder.Recorder{}
 	r, err := NewResolver(Options{Backend: cc, UseReflection: true, Logger: slog.New(logs), RefreshInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runResolver(t, r)
-	waitFor(t, "first refresh to fail", func() bool { return logs.count(slog.LevelInfo, "cannot learn method kinds", "", "") == 1 })
+	waitFor(t, "first refresh to fail", func() bool { return logs.Count(slog.LevelInfo, "cannot learn method kinds", "", "") == 1 })
 	if got := r.Kind(sayHello); got != Unknown {
 		t.Fatalf("before the backend starts: Kind = %v, want unknown", got)
 	}
@@ -174,17 +176,17 @@ func TestResolver_ExplicitKindsWinOverReflection(t *testing.T) {
 	path := writeDescriptorSet(t, helloFile(func(f *descriptorpb.FileDescriptorProto) {
 		f.Service[0].Method[0].ServerStreaming = proto.Bool(true)
 	}))
-	logs := &recorder{}
+	logs := &logrecorder.Recorder{}
 	r, err := NewResolver(Options{Backend: startBackend(t, registerBoth), UseReflection: true, DescriptorSetPath: path, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runResolver(t, r)
-	waitFor(t, "kinds learned", func() bool { return logs.count(slog.LevelInfo, "learned method kinds", "", "") == 1 })
+	waitFor(t, "kinds learned", func() bool { return logs.Count(slog.LevelInfo, "learned method kinds", "", "") == 1 })
 	if got := r.Kind(sayHello); got != ServerStreaming {
 		t.Errorf("Kind(%s) = %v, want the descriptor set's server_streaming", sayHello, got)
 	}
-	if n := logs.count(slog.LevelWarn, "explicit method kind overrides", "method", sayHello); n != 1 {
+	if n := logs.Count(slog.LevelWarn, "explicit method kind overrides", "method", sayHello); n != 1 {
 		t.Errorf("override logged %d times, want once", n)
 	}
 }
