@@ -28,9 +28,9 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string) error {
 		return err
 	}
 	key := p.keyRule.Key(method, sub, req.payload, md)
-	fwd := forwardable(md)
 	resp, outcome, err := p.group.Do(ctx, key, func() (*Response, error) {
-		return p.invoke(method, sub, req.payload, fwd)
+		// Only a leader's call runs this: hits and joins skip the copy.
+		return p.invoke(method, sub, req.payload, forwardable(md))
 	})
 	err = p.reply(ss, method, outcome, resp, err)
 	p.observer.ObserveRequest(method, outcome.String(), status.Code(err))
