@@ -35,7 +35,7 @@ KUBECTL ?= kubectl
 # Benchmark filter and duration; packages measured by `make bench`.
 BENCH ?= .
 BENCHTIME ?= 1s
-BENCH_PKGS ?= ./src/collapse/ ./src/proxy/
+BENCH_PKGS ?= ./src/internal/collapse/ ./src/internal/proxy/
 # Extra flags of make load, e.g. RACE=-race (it slows every call, so the timing
 # numbers of the sustained-load benchmark are measured without it by default).
 RACE ?=
@@ -69,10 +69,10 @@ bench: ## Run engine and proxy benchmarks once (BENCH=regexp, BENCHTIME=1s).
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=1 $(BENCH_PKGS)
 
 load: ## Run the load benchmarks once (RACE=-race to add the detector): steady load vs latency+TTL, heap over 100,000 requests.
-	$(GO) test $(RACE) -run='^$$' -bench='^BenchmarkLoad' -benchtime=1x -count=1 ./src/sidecar/
+	$(GO) test $(RACE) -run='^$$' -bench='^BenchmarkLoad' -benchtime=1x -count=1 ./src/internal/sidecar/
 
 fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).
-	$(GO) test -run='^$$' -fuzz='^FuzzKeyInjective$$' -fuzztime=$(FUZZTIME) ./src/requestkey/
+	$(GO) test -run='^$$' -fuzz='^FuzzKeyInjective$$' -fuzztime=$(FUZZTIME) ./src/internal/requestkey/
 
 ################################################################################
 ##@ Lint and generated code

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/hello"
+	"github.com/collapser/collapser/src/internal/hello"
 )
 
 // DefaultConnectTimeout bounds connecting to the target and the backend and

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestRun_DirectToBackendCostsOneBackendCallPerRequest(t *testing.T) {
 	b := startBackend(t, 5*time.Millisecond)
 	const n = 40
-	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Name: "x", Authorization: "Bearer alice"})
+	r, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Name: "x", Authorization: "Bearer alice"})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -34,7 +36,7 @@ func TestRun_DirectToBackendCostsOneBackendCallPerRequest(t *testing.T) {
 func TestRun_SecondBurstRunsWithItsOwnCredential(t *testing.T) {
 	b := startBackend(t, time.Millisecond)
 	const n = 20
-	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Authorization: "Bearer alice", SecondAuthorization: "bob"})
+	r, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Authorization: "Bearer alice", SecondAuthorization: "bob"})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -51,7 +53,7 @@ func TestRun_SecondBurstRunsWithItsOwnCredential(t *testing.T) {
 
 func TestRun_ConcurrencyBoundsRequestsInFlight(t *testing.T) {
 	b := startBackend(t, time.Millisecond)
-	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: 30, Concurrency: 2})
+	r, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: 30, Concurrency: 2})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -66,7 +68,7 @@ func TestRun_ConcurrencyBoundsRequestsInFlight(t *testing.T) {
 func TestRun_TimedOutRequestsAreErrorsByCode(t *testing.T) {
 	b := startBackend(t, time.Hour)
 	const n = 5
-	r, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Timeout: 20 * time.Millisecond})
+	r, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Timeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -84,7 +86,7 @@ func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
 	if err := lis.Close(); err != nil {
 		t.Fatalf("close listener: %v", err)
 	}
-	_, err = Run(testContext(t), Config{Target: addr, Backend: addr, Requests: 1})
+	_, err = Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 1})
 	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
 		t.Errorf("Run against closed port: err = %v, want one naming the unreachable target", err)
 	}
@@ -93,7 +95,7 @@ func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
 func TestRun_ProgressEndsWithFinalCounts(t *testing.T) {
 	b := startBackend(t, 0)
 	var progress bytes.Buffer
-	if _, err := Run(testContext(t), Config{Target: b.addr, Backend: b.addr, Requests: 10, Progress: &progress}); err != nil {
+	if _, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: 10, Progress: &progress}); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if !strings.HasSuffix(progress.String(), "sent 10/10, done 10/10\n") {
@@ -114,7 +116,7 @@ func TestRun_RejectsInvalidConfig(t *testing.T) {
 		{"negative timeout", Config{Target: "t", Backend: "b", Requests: 1, Timeout: -time.Second}, "timeout"},
 	}
 	for _, tt := range tests {
-		_, err := Run(testContext(t), tt.cfg)
+		_, err := Run(testkit.Context(t), tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
 		}

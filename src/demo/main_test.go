@@ -9,12 +9,9 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
-	"github.com/collapser/collapser/src/hello"
-	"github.com/collapser/collapser/src/hello/hellotest"
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/hello/hellotest"
 )
-
-// defaultTestTimeout bounds every wait in this package's tests.
-const defaultTestTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
@@ -45,12 +42,4 @@ func (b *backend) track(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h
 		}
 	}
 	return handler(ctx, req)
-}
-
-// testContext returns a context bounded by defaultTestTimeout.
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), defaultTestTimeout)
-	t.Cleanup(cancel)
-	return ctx
 }

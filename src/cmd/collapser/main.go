@@ -12,9 +12,9 @@ import (
 	"net"
 	"os"
 
-	"github.com/collapser/collapser/src/command"
-	"github.com/collapser/collapser/src/config"
-	"github.com/collapser/collapser/src/sidecar"
+	"github.com/collapser/collapser/src/internal/command"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/sidecar"
 )
 
 func main() {

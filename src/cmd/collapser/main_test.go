@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-)
 
-const defaultTestTimeout = 10 * time.Second
+	"github.com/collapser/collapser/src/internal/testkit"
+)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -54,7 +54,7 @@ func TestRun_ServesMetricsUntilCancelled(t *testing.T) {
 		if err != nil {
 			t.Errorf("run: %v", err)
 		}
-	case <-time.After(defaultTestTimeout):
+	case <-time.After(testkit.DefaultTimeout):
 		t.Fatal("run did not return after cancel")
 	}
 }

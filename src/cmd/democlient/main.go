@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/collapser/collapser/src/command"
 	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/src/internal/command"
 )
 
 func main() {

@@ -6,8 +6,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/collapser/collapser/src/command"
 	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/src/internal/command"
 )
 
 // options are the parsed command line.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,12 +12,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/collapser/collapser/src/hello"
-	"github.com/collapser/collapser/src/hello/hellotest"
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/hello/hellotest"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
-
-// defaultTestTimeout bounds every wait in this package's tests.
-const defaultTestTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
@@ -31,18 +28,11 @@ func startHello(t *testing.T, latency time.Duration) string {
 	return hellotest.Serve(t, hello.Options{Latency: latency})
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), defaultTestTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestRun_JSONReportsBackendCallsWithoutCollapsing(t *testing.T) {
 	addr := startHello(t, time.Millisecond)
 	var stdout, stderr bytes.Buffer
 	args := []string{"--target", addr, "--backend", addr, "--requests", "25", "--authorization", "Bearer alice", "--second-authorization", "Bearer bob", "--json"}
-	if err := run(testContext(t), args, &stdout, &stderr); err != nil {
+	if err := run(testkit.Context(t), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr: %s", err, stderr.String())
 	}
 	var got struct {
@@ -69,7 +59,7 @@ func TestRun_JSONReportsBackendCallsWithoutCollapsing(t *testing.T) {
 func TestRun_TextReportOnStdoutProgressOnStderr(t *testing.T) {
 	addr := startHello(t, 0)
 	var stdout, stderr bytes.Buffer
-	if err := run(testContext(t), []string{"--target", addr, "--backend", addr, "--requests", "10"}, &stdout, &stderr); err != nil {
+	if err := run(testkit.Context(t), []string{"--target", addr, "--backend", addr, "--requests", "10"}, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if !strings.Contains(stdout.String(), "backend calls   10") || !strings.Contains(stdout.String(), "collapse ratio  0.0000") {
@@ -83,7 +73,7 @@ func TestRun_TextReportOnStdoutProgressOnStderr(t *testing.T) {
 func TestRun_FailedRequestsMakeTheRunFailAfterTheReport(t *testing.T) {
 	addr := startHello(t, time.Hour)
 	var stdout bytes.Buffer
-	err := run(testContext(t), []string{"--target", addr, "--backend", addr, "--requests", "3", "--timeout", "20ms", "--quiet"}, &stdout, &bytes.Buffer{})
+	err := run(testkit.Context(t), []string{"--target", addr, "--backend", addr, "--requests", "3", "--timeout", "20ms", "--quiet"}, &stdout, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "3 of 3 requests failed") {
 		t.Errorf("err = %v, want 3 of 3 requests failed", err)
 	}
@@ -101,7 +91,7 @@ func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
 	if err := lis.Close(); err != nil {
 		t.Fatalf("close listener: %v", err)
 	}
-	err = run(testContext(t), []string{"--target", addr, "--backend", addr}, &bytes.Buffer{}, &bytes.Buffer{})
+	err = run(testkit.Context(t), []string{"--target", addr, "--backend", addr}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
 		t.Errorf("err = %v, want one naming the unreachable target", err)
 	}
@@ -109,13 +99,13 @@ func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
 
 func TestRun_BadFlagsAndHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if err := run(testContext(t), []string{"-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout.String(), "-second-authorization") {
+	if err := run(testkit.Context(t), []string{"-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout.String(), "-second-authorization") {
 		t.Errorf("-h: err = %v, stdout = %q; want flag.ErrHelp and usage on stdout", err, stdout.String())
 	}
-	if err := run(testContext(t), []string{"--requests", "many"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+	if err := run(testkit.Context(t), []string{"--requests", "many"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 		t.Error("--requests many: no error")
 	}
-	if err := run(testContext(t), []string{"--requests", "0"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "requests must be positive") {
+	if err := run(testkit.Context(t), []string{"--requests", "0"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "requests must be positive") {
 		t.Errorf("--requests 0: err = %v, want requests must be positive", err)
 	}
 }
@@ -124,14 +114,14 @@ func TestRun_BelowMinCollapseRatioFailsAfterTheReport(t *testing.T) {
 	addr := startHello(t, 0)
 	var stdout bytes.Buffer
 	// Straight to the backend nothing is collapsed: ratio 0.
-	err := run(testContext(t), []string{"--target", addr, "--backend", addr, "--requests", "5", "--quiet", "--min-collapse-ratio", "0.5"}, &stdout, &bytes.Buffer{})
+	err := run(testkit.Context(t), []string{"--target", addr, "--backend", addr, "--requests", "5", "--quiet", "--min-collapse-ratio", "0.5"}, &stdout, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "below --min-collapse-ratio") {
 		t.Errorf("run: err = %v, want the collapse ratio below the minimum", err)
 	}
 	if !strings.Contains(stdout.String(), "collapse ratio") {
 		t.Errorf("no report before the failure:\n%s", stdout.String())
 	}
-	if err := run(testContext(t), []string{"--min-collapse-ratio", "1.5"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "between 0 and 1") {
+	if err := run(testkit.Context(t), []string{"--min-collapse-ratio", "1.5"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "between 0 and 1") {
 		t.Errorf("--min-collapse-ratio 1.5: err = %v", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/collapser/collapser/src/command"
-	"github.com/collapser/collapser/src/envflag"
+	"github.com/collapser/collapser/src/internal/command"
+	"github.com/collapser/collapser/src/internal/envflag"
 )
 
 // envPrefix starts the environment variable of every flag: HELLO_LISTEN for

@@ -14,7 +14,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/collapser/collapser/src/command"
+	"github.com/collapser/collapser/src/internal/command"
 )
 
 func main() {

@@ -19,11 +19,9 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/hello"
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
-
-// defaultTestTimeout bounds every wait in this package's tests.
-const defaultTestTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
@@ -59,7 +57,7 @@ func (b *notifyingBuffer) String() string {
 // await waits until re matches the buffer and returns the submatches.
 func (b *notifyingBuffer) await(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	timeout := time.After(defaultTestTimeout)
+	timeout := time.After(testkit.DefaultTimeout)
 	for {
 		if m := re.FindStringSubmatch(b.String()); m != nil {
 			return m
@@ -89,7 +87,7 @@ func TestRun_ServesGreeterHealthReflectionAndMetricsUntilCancelled(t *testing.T)
 		t.Fatalf("NewClient: %v", err)
 	}
 	defer conn.Close()
-	callCtx, callCancel := context.WithTimeout(ctx, defaultTestTimeout)
+	callCtx, callCancel := context.WithTimeout(ctx, testkit.DefaultTimeout)
 	defer callCancel()
 	var trailer metadata.MD
 	reply, err := hellov1.NewGreeterClient(conn).SayHello(callCtx, &hellov1.HelloRequest{Name: "run"}, grpc.Trailer(&trailer))
@@ -119,7 +117,7 @@ func TestRun_ServesGreeterHealthReflectionAndMetricsUntilCancelled(t *testing.T)
 		if err != nil {
 			t.Errorf("run after cancel: %v", err)
 		}
-	case <-time.After(defaultTestTimeout):
+	case <-time.After(testkit.DefaultTimeout):
 		t.Fatal("run did not return after its context was cancelled")
 	}
 }

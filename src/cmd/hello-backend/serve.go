@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/hello"
-	"github.com/collapser/collapser/src/metrics"
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/metrics"
 )
 
 // serve serves gRPC on grpcLis and /metrics on metricsLis until ctx ends or

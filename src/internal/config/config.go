@@ -1,0 +1,153 @@
+// Package config reads the sidecar's settings from command-line flags and
+// COLLAPSER_* environment variables. Every flag has a variable named after
+// it (--cache-ttl is COLLAPSER_CACHE_TTL); a flag given on the command line
+// wins over its variable. A value that does not parse or is out of range is
+// an error that names the flag or variable it came from.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/collapser/collapser/src/internal/command"
+	"github.com/collapser/collapser/src/internal/envflag"
+)
+
+// EnvPrefix starts the name of every environment variable the sidecar reads.
+const EnvPrefix = "COLLAPSER_"
+
+// Sidecar holds the sidecar's settings.
+type Sidecar struct {
+	Listen          string        // gRPC address callers use
+	Backend         string        // the backend's gRPC address
+	MetricsListen   string        // address of the Prometheus /metrics endpoint
+	CacheTTL        time.Duration // 0 disables the result cache
+	CacheMaxEntries int
+	CacheMaxBytes   int64
+	// CacheMaxEntryBytes: larger responses are shared in flight but not cached.
+	CacheMaxEntryBytes int64
+	BackendTimeout     time.Duration // bound of each shared backend call
+	MaxRecvMsgBytes    int
+	MaxSendMsgBytes    int
+	KeyHeaders         []string // allow-list of headers in the key; empty: all but ignored ones
+	IgnoreHeaders      []string // extends the built-in ignore list
+	// UnsafeShareAcrossCredentials drops credential headers from the key.
+	UnsafeShareAcrossCredentials bool
+	UnaryMethods                 []string // methods declared unary by the operator
+	DescriptorSet                string   // path of a FileDescriptorSet
+	Reflection                   bool     // learn method kinds from the backend
+	ShutdownTimeout              time.Duration
+	LogLevel                     slog.Level
+	LogFormat                    string // "json" or "text"
+}
+
+// Default returns the settings used when nothing is configured.
+func Default() Sidecar {
+	return Sidecar{
+		Listen:             ":50052",
+		Backend:            "localhost:50051",
+		MetricsListen:      ":2112",
+		CacheTTL:           100 * time.Millisecond,
+		CacheMaxEntries:    10_000,
+		CacheMaxBytes:      64 << 20,
+		CacheMaxEntryBytes: 1 << 20,
+		BackendTimeout:     10 * time.Second,
+		MaxRecvMsgBytes:    4 << 20,
+		MaxSendMsgBytes:    4 << 20,
+		Reflection:         true,
+		ShutdownTimeout:    15 * time.Second,
+		LogLevel:           slog.LevelWarn,
+		LogFormat:          "json",
+	}
+}
+
+// Parse returns the settings given by args (without the program name) over
+// the environment read through getenv, over the defaults. Usage goes to out,
+// for -h (the error is then flag.ErrHelp) and after a bad flag.
+func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, error) {
+	c := Default()
+	fs := flag.NewFlagSet("collapser", flag.ContinueOnError)
+	fs.Usage = envflag.Usage(fs, EnvPrefix, "cache-ttl")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
+	fs.StringVar(&c.Backend, "backend", c.Backend, "the backend's gRPC `address`")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
+	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "how long a successful response is served from cache; 0 disables the cache")
+	fs.IntVar(&c.CacheMaxEntries, "cache-max-entries", c.CacheMaxEntries, "most responses held in the cache")
+	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", c.CacheMaxBytes, "most response bytes held in the cache")
+	fs.Int64Var(&c.CacheMaxEntryBytes, "cache-max-entry-bytes", c.CacheMaxEntryBytes, "larger responses are shared with waiting callers but not cached")
+	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "bound of each shared backend call, whatever its callers' deadlines")
+	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", c.MaxRecvMsgBytes, "largest request (and backend response) accepted; larger ones fail with RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxSendMsgBytes, "max-send-msg-bytes", c.MaxSendMsgBytes, "largest message sent; larger ones fail with RESOURCE_EXHAUSTED")
+	fs.Var(listValue{&c.KeyHeaders}, "key-headers", "comma-separated `headers` that make up the key (credentials are always added); empty: every header but the ignored ones")
+	fs.Var(listValue{&c.IgnoreHeaders}, "ignore-headers", "comma-separated `headers` left out of the key, in addition to the built-in transport and tracing headers")
+	fs.BoolVar(&c.UnsafeShareAcrossCredentials, "unsafe-share-across-credentials", false, "UNSAFE: leave authorization, cookie and other credentials out of the key, so callers with different credentials share responses")
+	fs.Var(listValue{&c.UnaryMethods}, "unary-methods", "comma-separated `methods` (/pkg.Service/Method) to collapse, in addition to those learned from reflection or a descriptor set")
+	fs.StringVar(&c.DescriptorSet, "descriptor-set", "", "`path` of a FileDescriptorSet (protoc --descriptor_set_out) naming the backend's methods")
+	fs.BoolVar(&c.Reflection, "reflection", c.Reflection, "learn method kinds from the backend's server reflection")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long calls in flight may take to finish after SIGTERM")
+	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log `level`: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: json or text")
+
+	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
+		return Sidecar{}, err
+	}
+	if err := command.ParseFlags(fs, args, out, out); err != nil {
+		return Sidecar{}, err
+	}
+	return c, c.validate()
+}
+
+// EnvName returns the environment variable read for a flag.
+func EnvName(flagName string) string {
+	return envflag.Name(EnvPrefix, flagName)
+}
+
+// validate checks ranges and formats that the flag types do not.
+func (c Sidecar) validate() error {
+	var errs []error
+	check := func(ok bool, flagName, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, EnvName(flagName), fmt.Sprintf(format, args...)))
+		}
+	}
+	for _, a := range []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}} {
+		_, _, err := net.SplitHostPort(a.addr)
+		check(err == nil, a.flag, "%q is not host:port", a.addr)
+	}
+	check(c.CacheTTL >= 0, "cache-ttl", "must not be negative, got %v", c.CacheTTL)
+	check(c.CacheMaxEntries > 0, "cache-max-entries", "must be positive, got %d", c.CacheMaxEntries)
+	check(c.CacheMaxBytes > 0, "cache-max-bytes", "must be positive, got %d", c.CacheMaxBytes)
+	check(c.CacheMaxEntryBytes > 0, "cache-max-entry-bytes", "must be positive, got %d", c.CacheMaxEntryBytes)
+	check(c.BackendTimeout > 0, "backend-timeout", "must be positive, got %v", c.BackendTimeout)
+	check(c.MaxRecvMsgBytes > 0, "max-recv-msg-bytes", "must be positive, got %d", c.MaxRecvMsgBytes)
+	check(c.MaxSendMsgBytes > 0, "max-send-msg-bytes", "must be positive, got %d", c.MaxSendMsgBytes)
+	check(c.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", c.ShutdownTimeout)
+	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format", "must be json or text, got %q", c.LogFormat)
+	return errors.Join(errs...)
+}
+
+// listValue is a flag holding a comma-separated list; blanks are dropped.
+type listValue struct{ list *[]string }
+
+func (l listValue) String() string {
+	if l.list == nil {
+		return ""
+	}
+	return strings.Join(*l.list, ",")
+}
+
+func (l listValue) Set(s string) error {
+	*l.list = (*l.list)[:0]
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*l.list = append(*l.list, item)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package methodkind
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/reflection"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+const (
+	sayHello      = "/hello.v1.Greeter/SayHello"
+	streamHellos  = "/hello.v1.Greeter/StreamHellos"
+	collectHellos = "/hello.v1.Greeter/CollectHellos"
+	chat          = "/hello.v1.Greeter/Chat"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// serve starts a gRPC server with the Greeter on lis and whatever register
+// adds; it stops at the end of the test.
+func serve(t *testing.T, lis net.Listener, opts []grpc.ServerOption, register func(*grpc.Server)) {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
+	hellov1.RegisterGreeterServer(srv, hellov1.UnimplementedGreeterServer{})
+	if register != nil {
+		register(srv)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis) // returns nil after Stop
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+}
+
+// listen opens a loopback listener.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return lis
+}
+
+// startBackend serves the Greeter plus register's services and returns a
+// client connection to it.
+func startBackend(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
+	lis := listen(t)
+	serve(t, lis, opts, register)
+	return dial(t, lis.Addr().String())
+}
+
+// dial connects to addr with a short reconnect backoff, so a backend that
+// comes up late is reached quickly.
+func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts = append(opts,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		}))
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// registerBoth registers reflection v1 and v1alpha, like most backends.
+func registerBoth(s *grpc.Server) { reflection.Register(s) }
+
+// registerV1Alpha registers only the v1alpha reflection service, like an
+// older backend.
+func registerV1Alpha(s *grpc.Server) {
+	reflectionv1alpha.RegisterServerReflectionServer(s, reflection.NewServer(reflection.ServerOptions{Services: s}))
+}
+
+// runResolver runs r.Run until the end of the test and checks that it returns.
+func runResolver(t *testing.T, r *Resolver) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(testkit.DefaultTimeout):
+			t.Error("Run did not return after its context ended")
+		}
+	})
+}

@@ -1,0 +1,214 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+)
+
+// Request names that make the test backend misbehave.
+const (
+	nameError     = "error"      // answer errorStatus after sending headers
+	nameErrorOnly = "error-only" // answer errorStatus trailers-only (streams)
+	namePanic     = "panic"      // panic in the handler
+	nameHold      = "hold"       // StreamHellos: send one frame, then wait for cancellation
+	nameDeadline  = "deadline"   // StreamHellos: report the deadline the backend saw
+	prefixBig     = "big:"       // "big:N": answer a message of N bytes
+)
+
+// Metadata the test backend sets on every answer.
+const (
+	backendHeaderKey  = "x-backend-header"
+	backendTrailerKey = "x-backend-trailer"
+)
+
+// testBackend is an in-process hello backend whose behaviour tests control.
+type testBackend struct {
+	hellov1.UnimplementedGreeterServer
+
+	// hold, when non-nil, keeps SayHello calls waiting until it is closed.
+	hold chan struct{}
+	// arrived receives a value per SayHello call (up to its buffer), before
+	// the call waits on hold.
+	arrived chan struct{}
+	// streamEnded receives the context error a held StreamHellos ended with.
+	streamEnded chan error
+	// deadlines receives the deadline a "deadline" StreamHellos saw.
+	deadlines chan time.Time
+
+	sayHello atomic.Int64 // SayHello calls received
+
+	addr string
+	srv  *grpc.Server
+}
+
+// startBackend serves a testBackend on 127.0.0.1:0 until the test ends.
+// hold is nil for a backend that answers at once.
+func startBackend(t testing.TB, hold chan struct{}) *testBackend {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	b := &testBackend{
+		hold:        hold,
+		arrived:     make(chan struct{}, 1000),
+		streamEnded: make(chan error, 1),
+		deadlines:   make(chan time.Time, 1),
+		addr:        lis.Addr().String(),
+		// Like production servers, recover handler panics into an error
+		// instead of crashing the process (here: the test binary).
+		srv: grpc.NewServer(grpc.UnaryInterceptor(recoverUnary)),
+	}
+	hellov1.RegisterGreeterServer(b.srv, b)
+	go func() { _ = b.srv.Serve(lis) }()
+	t.Cleanup(b.srv.Stop)
+	return b
+}
+
+func recoverUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (_ any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = status.Errorf(codes.Internal, "backend panic: %v", r)
+		}
+	}()
+	return h(ctx, req)
+}
+
+// errorStatus is the status the backend answers "error" requests with.
+func errorStatus() error {
+	st, err := status.New(codes.FailedPrecondition, "greeting refused").
+		WithDetails(&errdetails.ErrorInfo{Reason: "REFUSED", Domain: "hello.test"})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+// callerOf returns the authorization header the backend received.
+func callerOf(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return strings.Join(md.Get("authorization"), ",")
+}
+
+func (b *testBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+	call := b.sayHello.Add(1)
+	select {
+	case b.arrived <- struct{}{}:
+	default: // nobody is counting arrivals (benchmarks)
+	}
+	if b.hold != nil {
+		select {
+		case <-b.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	name := req.GetName()
+	if err := grpc.SetHeader(ctx, metadata.Pairs(backendHeaderKey, "h-"+name)); err != nil {
+		return nil, err
+	}
+	if err := grpc.SetTrailer(ctx, metadata.Pairs(backendTrailerKey, "t-"+name)); err != nil {
+		return nil, err
+	}
+	msg := "hello " + name
+	switch {
+	case name == nameError:
+		return nil, errorStatus()
+	case name == namePanic:
+		panic("backend handler panicked")
+	case strings.HasPrefix(name, prefixBig):
+		n, err := strconv.Atoi(strings.TrimPrefix(name, prefixBig))
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "bad size: %v", err)
+		}
+		msg = strings.Repeat("x", n)
+	}
+	return &hellov1.HelloReply{Message: msg, Caller: callerOf(ctx), Call: call}, nil
+}
+
+func (b *testBackend) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+	ctx := stream.Context()
+	name := req.GetName()
+	switch name {
+	case nameErrorOnly:
+		return errorStatus()
+	case nameError:
+		if err := stream.SendHeader(metadata.Pairs(backendHeaderKey, "h-"+name)); err != nil {
+			return err
+		}
+		stream.SetTrailer(metadata.Pairs(backendTrailerKey, "t-"+name))
+		return errorStatus()
+	case nameHold:
+		if err := stream.Send(&hellov1.HelloReply{Message: "first"}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		b.streamEnded <- ctx.Err()
+		return ctx.Err()
+	case nameDeadline:
+		d, _ := ctx.Deadline()
+		b.deadlines <- d
+		return stream.Send(&hellov1.HelloReply{Message: "deadline seen"})
+	}
+	if err := stream.SendHeader(metadata.Pairs(backendHeaderKey, "h-"+name)); err != nil {
+		return err
+	}
+	for i := range req.GetCount() {
+		reply := &hellov1.HelloReply{Message: fmt.Sprintf("hello %s #%d", name, i), Caller: callerOf(ctx), Call: int64(i)}
+		if err := stream.Send(reply); err != nil {
+			return err
+		}
+	}
+	stream.SetTrailer(metadata.Pairs(backendTrailerKey, "t-"+name))
+	return nil
+}
+
+func (b *testBackend) CollectHellos(stream grpc.ClientStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
+	var names []string
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			stream.SetTrailer(metadata.Pairs(backendTrailerKey, "collected"))
+			return stream.SendAndClose(&hellov1.HelloReply{
+				Message: "hello " + strings.Join(names, ","),
+				Caller:  callerOf(stream.Context()),
+				Call:    int64(len(names)),
+			})
+		}
+		if err != nil {
+			return err
+		}
+		names = append(names, req.GetName())
+	}
+}
+
+func (b *testBackend) Chat(stream grpc.BidiStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
+	for i := int64(0); ; i++ {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&hellov1.HelloReply{Message: "hello " + req.GetName(), Call: i}); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package proxy_test
+
+import (
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/requestkey"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// Full method names of the hello Greeter.
+const (
+	methodSayHello      = "/hello.v1.Greeter/SayHello"
+	methodStreamHellos  = "/hello.v1.Greeter/StreamHellos"
+	methodCollectHellos = "/hello.v1.Greeter/CollectHellos"
+	methodChat          = "/hello.v1.Greeter/Chat"
+)
+
+// kinds is a map-based proxy.MethodKinds; missing methods are Unknown.
+type kinds map[string]methodkind.Kind
+
+func (k kinds) Kind(fullMethod string) methodkind.Kind { return k[fullMethod] }
+
+// greeterKinds knows the hello Greeter's methods.
+var greeterKinds = kinds{
+	methodSayHello:      methodkind.Unary,
+	methodStreamHellos:  methodkind.ServerStreaming,
+	methodCollectHellos: methodkind.ClientStreaming,
+	methodChat:          methodkind.BidiStreaming,
+}
+
+// requestRecord and backendRecord are what the recorder was told.
+type requestRecord struct {
+	method, outcome string
+	code            codes.Code
+}
+
+type backendRecord struct {
+	method string
+	code   codes.Code
+}
+
+// recorder is a proxy.Observer that remembers every observation.
+type recorder struct {
+	mu       sync.Mutex
+	requests []requestRecord
+	backend  []backendRecord
+}
+
+func (r *recorder) ObserveRequest(method, outcome string, code codes.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = append(r.requests, requestRecord{method, outcome, code})
+}
+
+func (r *recorder) ObserveBackendCall(method string, code codes.Code, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.backend = append(r.backend, backendRecord{method, code})
+}
+
+// snapshot returns copies of the records so far.
+func (r *recorder) snapshot() ([]requestRecord, []backendRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.requests), slices.Clone(r.backend)
+}
+
+// sidecarConfig is what a test varies about the sidecar.
+type sidecarConfig struct {
+	ttl             time.Duration
+	kinds           proxy.MethodKinds // nil: greeterKinds
+	maxRecvMsgBytes int
+	// wrapBackend, when set, wraps the connection to the backend.
+	wrapBackend func(grpc.ClientConnInterface) grpc.ClientConnInterface
+}
+
+// sidecar is a proxy serving on 127.0.0.1:0 with a client connected to it.
+type sidecar struct {
+	client   hellov1.GreeterClient
+	conn     *grpc.ClientConn
+	group    *collapse.Group[*proxy.Response]
+	observed *recorder
+	health   *health.Server
+}
+
+// startSidecar runs a sidecar forwarding to backendAddr until the test ends.
+func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar {
+	t.Helper()
+	backendConn, err := grpc.NewClient(backendAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial backend: %v", err)
+	}
+	t.Cleanup(func() { _ = backendConn.Close() })
+	var backend grpc.ClientConnInterface = backendConn
+	if cfg.wrapBackend != nil {
+		backend = cfg.wrapBackend(backend)
+	}
+	rule, err := requestkey.NewRule(requestkey.RuleOptions{})
+	if err != nil {
+		t.Fatalf("key rule: %v", err)
+	}
+	group := collapse.New(collapse.Options[*proxy.Response]{TTL: cfg.ttl, Size: proxy.ResponseSize})
+	t.Cleanup(group.Close)
+	if cfg.kinds == nil {
+		cfg.kinds = greeterKinds
+	}
+	observed := &recorder{}
+	p, err := proxy.New(proxy.Options{
+		Backend:         backend,
+		Group:           group,
+		Kinds:           cfg.kinds,
+		KeyRule:         rule,
+		BackendTimeout:  testkit.DefaultTimeout,
+		MaxRecvMsgBytes: cfg.maxRecvMsgBytes,
+		Observer:        observed,
+	})
+	if err != nil {
+		t.Fatalf("proxy.New: %v", err)
+	}
+	srv := grpc.NewServer(p.ServerOptions()...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial sidecar: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &sidecar{client: hellov1.NewGreeterClient(conn), conn: conn, group: group, observed: observed, health: hs}
+}
+
+// waitForWaiters waits until n callers wait in the sidecar's engine.
+func (s *sidecar) waitForWaiters(t testing.TB, n int) {
+	t.Helper()
+	testkit.WaitFor(t, "engine waiters", func() bool { return s.group.Stats().Waiters == n })
+}
+
+// waitForRequests waits until the sidecar observed n requests and returns them.
+func (s *sidecar) waitForRequests(t testing.TB, n int) []requestRecord {
+	t.Helper()
+	var got []requestRecord
+	testkit.WaitFor(t, "observed requests", func() bool {
+		got, _ = s.observed.snapshot()
+		return len(got) >= n
+	})
+	return got
+}

@@ -1,0 +1,205 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+const sayHello = "/hello.v1.Greeter/SayHello"
+
+// countingBackend is a Greeter that counts its SayHello calls: its count is
+// the truth the tests compare the sidecar's behaviour with.
+type countingBackend struct {
+	hellov1.UnimplementedGreeterServer
+	calls   atomic.Int64
+	latency time.Duration
+	gate    chan struct{} // when not nil, calls wait for it to close
+}
+
+func (b *countingBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+	n := b.calls.Add(1)
+	if b.gate != nil {
+		select {
+		case <-b.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if b.latency > 0 {
+		t := time.NewTimer(b.latency)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	caller := strings.Join(md.Get("authorization"), ",")
+	return &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Caller: caller, Call: n}, nil
+}
+
+// startBackend serves b with reflection on a loopback port until the test ends.
+func startBackend(t testing.TB, b hellov1.GreeterServer) string {
+	t.Helper()
+	return startBackendOn(t, "127.0.0.1:0", b)
+}
+
+// startBackendOn is startBackend on a given address.
+func startBackendOn(t testing.TB, addr string, b hellov1.GreeterServer) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	hellov1.RegisterGreeterServer(s, b)
+	reflection.Register(s)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+// runningSidecar is a Sidecar serving on loopback ports.
+type runningSidecar struct {
+	*Sidecar
+	addr, metricsAddr string
+	cancel            context.CancelFunc // what SIGTERM does
+	served            <-chan error       // Serve's result
+	stop              func() error       // cancel, then Serve's result; once
+}
+
+// serveSidecar serves a Sidecar in front of backend until the test ends.
+func serveSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Backend = backend
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
+	r := &runningSidecar{Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String(), cancel: cancel, served: served}
+	r.stop = sync.OnceValue(func() error {
+		cancel()
+		select {
+		case err := <-served:
+			return err
+		case <-time.After(testkit.DefaultTimeout):
+			return errors.New("Serve did not return after cancel")
+		}
+	})
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return r
+}
+
+// startSidecar is serveSidecar that waits until the sidecar's health
+// service reports SERVING.
+func startSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
+	t.Helper()
+	r := serveSidecar(t, backend, edit)
+	waitServing(t, dial(t, r.addr))
+	return r
+}
+
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// waitServing polls the health service until it reports SERVING.
+func waitServing(t testing.TB, conn *grpc.ClientConn) {
+	t.Helper()
+	client := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(testkit.DefaultTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sidecar not SERVING: %v, %v", resp.GetStatus(), err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// metricSum scrapes the sidecar's /metrics and returns the sum of the named
+// counter or gauge over the series whose labels include all of labels.
+func (r *runningSidecar) metricSum(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse metrics: %v", err)
+	}
+	var sum float64
+	for _, m := range families[name].GetMetric() {
+		if hasLabels(m, labels) {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
+			found++
+		}
+	}
+	return found == len(want)
+}

@@ -1,0 +1,222 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// The load tests run the whole sidecar over loopback gRPC against a backend
+// that counts its calls. They take seconds, so -short skips them.
+
+func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const burst = 10_000
+	backend := &countingBackend{gate: make(chan struct{})}
+	// No cache: every caller but the leader must have joined the call in flight.
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+		c.CacheTTL = 0
+		c.UnaryMethods = []string{sayHello}
+	})
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.DefaultTimeout)
+	defer cancel()
+
+	replies := make([]*hellov1.HelloReply, burst)
+	errs := make([]error, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			replies[i], errs[i] = client.SayHello(ctx, &hellov1.HelloRequest{Name: "burst"})
+		})
+	}
+	// The backend call is held until every caller waits for it: the burst
+	// fits in one backend latency by construction, whatever the machine.
+	for sc.group.Stats().Waiters < burst {
+		if ctx.Err() != nil {
+			t.Fatalf("only %d of %d callers waiting", sc.group.Stats().Waiters, burst)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(backend.gate)
+	wg.Wait()
+
+	for i := range burst {
+		if errs[i] != nil || replies[i].GetCall() != 1 || replies[i].GetMessage() != "Hello, burst" {
+			t.Fatalf("caller %d: reply %v, err %v; want call 1 for everyone", i, replies[i], errs[i])
+		}
+	}
+	if got := backend.calls.Load(); got != 1 {
+		t.Errorf("backend calls = %d, want 1", got)
+	}
+	for outcome, want := range map[string]float64{"leader": 1, "joined": burst - 1, "cache_hit": 0} {
+		if got := sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": outcome}); got != want {
+			t.Errorf("requests with outcome %s = %v, want %v", outcome, got, want)
+		}
+	}
+	t.Logf("%d concurrent identical requests: %d backend call", burst, backend.calls.Load())
+}
+
+// sustained runs workers that send one identical request after another
+// through a sidecar for duration, against a backend of the given latency.
+// It returns the requests served, the backend's own call count and the time
+// the run took.
+func sustained(t testing.TB, workers int, latency, ttl, duration time.Duration) (requests, calls int64, elapsed time.Duration) {
+	backend := &countingBackend{latency: latency}
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+		c.CacheTTL = ttl
+		c.UnaryMethods = []string{sayHello}
+	})
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+
+	end, _ := ctx.Deadline()
+	var served, failures atomic.Int64
+	var firstFailure atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "steady"})
+				// The sidecar learns the run's deadline from grpc-timeout and
+				// may report it a hair before the client's own timer fires.
+				atEnd := status.Code(err) == codes.DeadlineExceeded && time.Until(end) < 100*time.Millisecond
+				switch {
+				case err == nil:
+					served.Add(1)
+				case !atEnd:
+					failures.Add(1)
+					firstFailure.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failures.Load() != 0 {
+		t.Errorf("%d requests failed, the first with %v", failures.Load(), firstFailure.Load())
+	}
+	return served.Load(), backend.calls.Load(), time.Since(start)
+}
+
+// TestLoad_SustainedAtMostOneBackendCallPerCycle checks the invariant under
+// steady load: a call takes the backend latency, its result is then cached
+// for the TTL, so there is at most one backend call per latency+TTL. How
+// close the count comes to that bound depends on the machine's speed: the
+// benchmark BenchmarkLoadSustained reports it.
+func TestLoad_SustainedAtMostOneBackendCallPerCycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const latency, ttl = 50 * time.Millisecond, 100 * time.Millisecond
+	requests, calls, elapsed := sustained(t, 100, latency, ttl, 3*time.Second)
+	most := int64(elapsed/(latency+ttl)) + 1
+	t.Logf("%d requests in %v: %d backend calls, at most %d allowed", requests, elapsed.Round(time.Millisecond), calls, most)
+	if calls > most {
+		t.Errorf("backend calls = %d, more than one per latency+TTL (%d)", calls, most)
+	}
+	if calls < 2 {
+		t.Errorf("backend calls = %d: cached results never expired", calls)
+	}
+}
+
+// BenchmarkLoadSustained reports how close steady load comes to one backend
+// call per latency+TTL. Run it once: make load.
+func BenchmarkLoadSustained(b *testing.B) {
+	const latency, ttl, duration = 50 * time.Millisecond, 100 * time.Millisecond, 10 * time.Second
+	for b.Loop() {
+		requests, calls, elapsed := sustained(b, 100, latency, ttl, duration)
+		want := float64(elapsed) / float64(latency+ttl)
+		b.ReportMetric(float64(requests), "requests")
+		b.ReportMetric(float64(calls), "backend-calls")
+		b.ReportMetric(want, "expected-calls")
+		b.ReportMetric(100*math.Abs(float64(calls)-want)/want, "%off")
+		b.ReportMetric(1-float64(calls)/float64(requests), "collapse-ratio")
+	}
+}
+
+// flat sends rounds of requests over many keys through a sidecar and
+// returns the goroutine count and live heap after the first round and after
+// the last.
+func flat(t testing.TB, rounds, perRound int) (g0, g1 int, h0, h1 uint64) {
+	const workers, keys = 100, 500
+	backend := &countingBackend{latency: time.Millisecond}
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+		c.CacheTTL = 20 * time.Millisecond
+		c.UnaryMethods = []string{sayHello}
+	})
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*testkit.DefaultTimeout)
+	defer cancel()
+
+	round := func() {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := next.Add(1); i <= int64(perRound); i = next.Add(1) {
+					name := fmt.Sprintf("key-%d", i%keys)
+					if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: name}); err != nil {
+						t.Errorf("request %d: %v", i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	measure := func() (int, uint64) {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return runtime.NumGoroutine(), ms.HeapAlloc
+	}
+	round() // warm up: connections, workers, pools
+	g0, h0 = measure()
+	for range rounds - 1 {
+		round()
+	}
+	g1, h1 = measure()
+	return g0, g1, h0, h1
+}
+
+func TestLoad_GoroutinesAndHeapStayFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	g0, g1, h0, h1 := flat(t, 3, 4_000)
+	t.Logf("goroutines %d -> %d, heap %d KiB -> %d KiB", g0, g1, h0>>10, h1>>10)
+	if g1 > g0+10 {
+		t.Errorf("goroutines grew from %d to %d", g0, g1)
+	}
+	if growth := int64(h1) - int64(h0); growth > 8<<20 {
+		t.Errorf("heap grew by %d KiB", growth>>10)
+	}
+}
+
+// BenchmarkLoadFlat reports goroutines and live heap across 100,000
+// requests. Run it once: make load.
+func BenchmarkLoadFlat(b *testing.B) {
+	for b.Loop() {
+		g0, g1, h0, h1 := flat(b, 10, 10_000)
+		b.ReportMetric(float64(g0), "goroutines-start")
+		b.ReportMetric(float64(g1), "goroutines-end")
+		b.ReportMetric(float64(h0>>10), "heap-KiB-start")
+		b.ReportMetric(float64(h1>>10), "heap-KiB-end")
+	}
+}

@@ -1,0 +1,199 @@
+// Package sidecar assembles the collapser from its parts: the backend
+// connection, the collapse engine, the method-kind resolver, the proxy, the
+// health service and the metrics endpoint, and runs them until told to stop.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/collapser/collapser/src/internal/backendhealth"
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/metrics"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/requestkey"
+)
+
+// healthInterval is how often the backend's reachability is probed.
+const healthInterval = 2 * time.Second
+
+// LivenessService is the grpc.health.v1 service name that reports SERVING
+// for as long as the sidecar runs, whatever the backend's state: a liveness
+// probe should ask for it, so that a backend outage makes the pod unready
+// (service "") without restarting the sidecar.
+const LivenessService = "liveness"
+
+// backendBackoff paces reconnection attempts to the backend.
+var backendBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+
+// Sidecar is a configured collapser, ready to serve.
+type Sidecar struct {
+	cfg      config.Sidecar
+	logger   *slog.Logger
+	backend  *grpc.ClientConn
+	group    *collapse.Group[*proxy.Response]
+	resolver *methodkind.Resolver
+	health   *health.Server
+	server   *grpc.Server
+	metrics  http.Handler
+}
+
+// New builds a Sidecar from cfg. It connects to nothing yet: the backend is
+// dialled lazily, so the sidecar may start before its backend.
+func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
+	rule, err := requestkey.NewRule(requestkey.RuleOptions{
+		KeyHeaders:             cfg.KeyHeaders,
+		IgnoreHeaders:          cfg.IgnoreHeaders,
+		ShareAcrossCredentials: cfg.UnsafeShareAcrossCredentials,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("key headers: %w", err)
+	}
+	if cfg.UnsafeShareAcrossCredentials {
+		logger.Warn("UNSAFE: credentials are left out of the request key; callers with different credentials share responses")
+	}
+	backend, err := grpc.NewClient(cfg.Backend,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The backend shares the pod: when it restarts, notice within a
+		// second rather than after grpc's default backoff of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backendBackoff, MinConnectTimeout: 5 * time.Second}))
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
+	}
+	resolver, err := methodkind.NewResolver(methodkind.Options{
+		Backend:           backend,
+		UseReflection:     cfg.Reflection,
+		DescriptorSetPath: cfg.DescriptorSet,
+		UnaryMethods:      cfg.UnaryMethods,
+		Logger:            logger,
+	})
+	if err != nil {
+		backend.Close()
+		return nil, fmt.Errorf("method kinds: %w", err)
+	}
+	group := collapse.New(collapse.Options[*proxy.Response]{
+		TTL:           cfg.CacheTTL,
+		MaxEntries:    cfg.CacheMaxEntries,
+		MaxBytes:      cfg.CacheMaxBytes,
+		MaxEntryBytes: cfg.CacheMaxEntryBytes,
+		Size:          proxy.ResponseSize,
+	})
+	registry := metrics.NewRegistry()
+	observer, err := metrics.NewSidecar(registry, group.Stats)
+	if err != nil {
+		backend.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	p, err := proxy.New(proxy.Options{
+		Backend:         backend,
+		Group:           group,
+		Kinds:           resolver,
+		KeyRule:         rule,
+		BackendTimeout:  cfg.BackendTimeout,
+		MaxRecvMsgBytes: cfg.MaxRecvMsgBytes,
+		MaxSendMsgBytes: cfg.MaxSendMsgBytes,
+		Observer:        observer,
+		Logger:          logger,
+	})
+	if err != nil {
+		backend.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	server := grpc.NewServer(p.ServerOptions()...)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(server, hs)
+	return &Sidecar{
+		cfg:      cfg,
+		logger:   logger,
+		backend:  backend,
+		group:    group,
+		resolver: resolver,
+		health:   hs,
+		server:   server,
+		metrics:  metrics.Handler(registry),
+	}, nil
+}
+
+// Serve serves gRPC on grpcLis and metrics on metricsLis until ctx ends or
+// a server fails, then shuts down: health turns NOT_SERVING, no new calls
+// are accepted, and calls in flight get cfg.ShutdownTimeout to finish.
+// Serve releases everything New acquired; a Sidecar serves once.
+func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.metrics)
+	metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	var wg sync.WaitGroup
+	failed := make(chan error, 2)
+	wg.Go(func() { s.resolver.Run(ctx) })
+	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.logger) })
+	wg.Go(func() {
+		if err := s.server.Serve(grpcLis); err != nil {
+			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
+		}
+	})
+	wg.Go(func() {
+		if err := metricsServer.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
+			failed <- fmt.Errorf("serve metrics on %s: %w", metricsLis.Addr(), err)
+		}
+	})
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-failed:
+	}
+	s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	s.health.Shutdown()
+	s.stopGRPC()
+	cancel()
+	shutdownCtx, done := context.WithTimeout(context.Background(), time.Second)
+	defer done()
+	if mErr := metricsServer.Shutdown(shutdownCtx); mErr != nil {
+		err = errors.Join(err, fmt.Errorf("stop metrics server: %w", mErr))
+	}
+	wg.Wait()
+	s.group.Close()
+	if cErr := s.backend.Close(); cErr != nil {
+		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
+	}
+	return err
+}
+
+// stopGRPC stops accepting calls and waits for those in flight, at most
+// cfg.ShutdownTimeout, then cancels the rest.
+func (s *Sidecar) stopGRPC() {
+	stopped := make(chan struct{})
+	go func() {
+		s.server.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(s.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		s.logger.Warn("calls still in flight at the shutdown timeout are cancelled")
+		s.server.Stop()
+		<-stopped
+	}
+}
