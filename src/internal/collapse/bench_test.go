@@ -15,7 +15,9 @@ import (
 
 var benchVal = []byte("hello")
 
-func benchCall() ([]byte, error) { return benchVal, nil }
+func benchCall(*Call) ([]byte, error) { return benchVal, nil }
+
+var benchOpts = &CallOptions{TTL: time.Hour}
 
 func mustOutcome(b *testing.B, got, want Outcome, err error) {
 	if got != want || err != nil {
@@ -27,7 +29,7 @@ func mustOutcome(b *testing.B, got, want Outcome, err error) {
 func BenchmarkBaseline(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := benchCall(); err != nil {
+		if _, err := benchCall(nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -35,34 +37,61 @@ func BenchmarkBaseline(b *testing.B) {
 
 // BenchmarkGroupHit serves a fresh cached result.
 func BenchmarkGroupHit(b *testing.B) {
-	g := New(Options[[]byte]{TTL: time.Hour})
+	g := New(Options[[]byte]{})
 	defer g.Close()
 	ctx := context.Background()
-	g.Do(ctx, "key", benchCall)
+	g.Do(ctx, "key", benchOpts, benchCall)
 	b.ReportAllocs()
 	for b.Loop() {
-		_, o, err := g.Do(ctx, "key", benchCall)
+		_, o, err := g.Do(ctx, "key", benchOpts, benchCall)
 		mustOutcome(b, o, Hit, err)
+	}
+}
+
+// BenchmarkGroupStale serves a result past its TTL while its refresh is in
+// flight: the stale-while-revalidate path every caller but the first takes.
+func BenchmarkGroupStale(b *testing.B) {
+	g := New(Options[[]byte]{})
+	defer g.Close()
+	ctx := context.Background()
+	opts := &CallOptions{TTL: time.Nanosecond, StaleWhileRevalidate: time.Hour}
+	g.Do(ctx, "key", opts, benchCall)
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	refresh := func(*Call) ([]byte, error) {
+		close(started)
+		<-release
+		return benchVal, nil
+	}
+	time.Sleep(time.Microsecond) // past the TTL
+	_, o, err := g.Do(ctx, "key", opts, refresh)
+	mustOutcome(b, o, Stale, err)
+	<-started
+	b.ReportAllocs()
+	for b.Loop() {
+		_, o, err := g.Do(ctx, "key", opts, benchCall)
+		mustOutcome(b, o, Stale, err)
 	}
 }
 
 // BenchmarkGroupHitParallel serves cached results from all CPUs over many
 // keys; run it with -cpu 1,2 to see that no lock is shared by all keys.
 func BenchmarkGroupHitParallel(b *testing.B) {
-	g := New(Options[[]byte]{TTL: time.Hour})
+	g := New(Options[[]byte]{})
 	defer g.Close()
 	ctx := context.Background()
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = "key-" + strconv.Itoa(i)
-		g.Do(ctx, keys[i], benchCall)
+		g.Do(ctx, keys[i], benchOpts, benchCall)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
 			i++
-			if _, o, err := g.Do(ctx, keys[i&1023], benchCall); o != Hit || err != nil {
+			if _, o, err := g.Do(ctx, keys[i&1023], benchOpts, benchCall); o != Hit || err != nil {
 				b.Errorf("outcome %v, err %v; want a hit", o, err)
 				return
 			}
@@ -78,7 +107,7 @@ func BenchmarkGroupJoin(b *testing.B) {
 	defer g.Close()
 	release := make(chan struct{})
 	started := make(chan struct{})
-	go g.Do(context.Background(), "key", func() ([]byte, error) {
+	go g.Do(context.Background(), "key", nil, func(*Call) ([]byte, error) {
 		close(started)
 		<-release
 		return benchVal, nil
@@ -88,7 +117,7 @@ func BenchmarkGroupJoin(b *testing.B) {
 	cancel()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, o, err := g.Do(done, "key", benchCall)
+		_, o, err := g.Do(done, "key", nil, benchCall)
 		if o != Join || err != context.Canceled {
 			b.Fatalf("outcome %v, err %v; want joined, canceled", o, err)
 		}
@@ -105,7 +134,7 @@ func BenchmarkGroupLead(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, o, err := g.Do(ctx, "key", benchCall)
+		_, o, err := g.Do(ctx, "key", nil, benchCall)
 		mustOutcome(b, o, Lead, err)
 	}
 }
@@ -117,7 +146,7 @@ func BenchmarkSingleflightLead(b *testing.B) {
 	var g singleflight.Group
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err, shared := g.Do("key", func() (any, error) { return benchCall() }); err != nil || shared {
+		if _, err, shared := g.Do("key", func() (any, error) { return benchCall(nil) }); err != nil || shared {
 			b.Fatalf("err %v, shared %v", err, shared)
 		}
 	}

@@ -1,50 +1,98 @@
 package collapse
 
-import "sync"
+import (
+	"container/heap"
+	"sync"
+)
 
 // shard is one independently locked part of a Group's key space.
 type shard[V any] struct {
-	mu sync.RWMutex
-	m  map[string]*entry[V] // calls in flight and cached results, by key
-
-	// Cached entries in completion order, oldest first. With one TTL for the
-	// whole Group this is also expiry order, so expired entries are always a
-	// prefix of the list.
-	head, tail *entry[V]
+	mu   sync.RWMutex
+	m    map[string]*entry[V] // calls in flight and held results, by key
+	heap entryHeap[V]         // held results, the first to go first
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
 }
 
-// complete publishes the result of e's call: it caches a success if admit
-// allows, drops anything else from the map, then wakes every waiter.
+// entryHeap orders held results by when they are gone; it implements
+// heap.Interface and keeps each entry's index.
+type entryHeap[V any] []*entry[V]
+
+func (h entryHeap[V]) Len() int           { return len(h) }
+func (h entryHeap[V]) Less(i, j int) bool { return h[i].gone() < h[j].gone() }
+func (h entryHeap[V]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *entryHeap[V]) Push(x any) {
+	e := x.(*entry[V])
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+func (h *entryHeap[V]) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.index = -1
+	return e
+}
+
+// complete publishes the outcome of e's call, then wakes every waiter.
+//
+// A success replaces the key's earlier result, and is kept if its options
+// and the limits allow; a private value is neither kept nor shared. A
+// failure gives the key back to the earlier result, and its waiters get that
+// result instead of the error when it is within StaleIfError and StaleOn
+// accepts the error. An abandoned call changes nothing: the key moved on.
 func (g *Group[V]) complete(e *entry[V]) {
 	e.fn = nil
+	private := e.err == nil && g.private != nil && g.private(e.val)
 	var size int64
-	cacheable := e.err == nil && g.ttl > 0
-	if cacheable && g.size != nil {
-		size = g.size(e.val)
-		cacheable = size <= g.maxEntryBytes
+	keep := e.err == nil && !private && e.opts.keeps()
+	if keep {
+		size = int64(len(e.key)) + EntryOverhead
+		if g.size != nil {
+			size += g.size(e.val)
+		}
+		keep = size <= g.maxEntryBytes
 	}
+	e.private = private
 
 	s := e.shard
+	now := g.now()
 	s.mu.Lock()
-	if !cacheable || !g.admit(s, e, size) {
-		if s.m[e.key] == e {
-			delete(s.m, e.key)
+	g.sweep(s, now) // may drop e.prev
+	switch {
+	case e.abandoned:
+	case e.err == nil:
+		if e.prev != nil {
+			g.evict(s, e.prev) // clears e.prev
 		}
+		if !keep || !g.admit(s, e, size, now) {
+			g.unlink(s, e)
+		}
+	default:
+		if p := e.prev; p != nil && now < p.sieEnd && (e.opts.StaleOn == nil || e.opts.StaleOn(e.err)) {
+			e.val, e.err, e.staleOnError = p.val, nil, true
+		}
+		g.unlink(s, e)
 	}
+	e.prev = nil
+	e.completed = true
 	s.mu.Unlock()
 
 	g.inflight.Add(-1)
 	close(e.done)
 }
 
-// admit caches e while the Group's limits would be exceeded, evicting the
-// oldest entries of its own shard first, then of other shards. It reports
-// false, caching nothing, when no room can be made. The caller holds s.mu.
-func (g *Group[V]) admit(s *shard[V], e *entry[V], size int64) bool {
-	now := g.now() // under the lock, so expiry times follow list order
-	g.sweep(s, now)
+// admit holds e's result while the Group's limits would be exceeded,
+// evicting the results that go first, of its own shard first, then of other
+// shards. It reports false, holding nothing, when no room can be made. The
+// caller holds s.mu; e is the key's entry in s.m.
+func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64) bool {
 	for {
 		entries := g.entries.Add(1)
 		bytes := g.bytes.Add(size)
@@ -53,34 +101,33 @@ func (g *Group[V]) admit(s *shard[V], e *entry[V], size int64) bool {
 		}
 		g.entries.Add(-1)
 		g.bytes.Add(-size)
-		if s.head != nil {
-			g.evictHead(s)
+		if len(s.heap) > 0 {
+			g.evict(s, s.heap[0])
 		} else if !g.evictElsewhere(s) {
 			return false
 		}
 	}
-	e.cached, e.expires, e.size = true, now+g.ttl, size
-	if s.tail == nil {
-		s.head = e
-	} else {
-		s.tail.next = e
-	}
-	s.tail = e
+	e.fresh = now + int64(e.opts.TTL)
+	e.swrEnd = e.fresh + int64(e.opts.StaleWhileRevalidate)
+	e.sieEnd = e.fresh + int64(e.opts.StaleIfError)
+	e.size = size
+	e.held = true
+	heap.Push(&s.heap, e)
 	return true
 }
 
-// evictElsewhere evicts the oldest entry of some other shard whose lock is
-// free, and reports whether it found one. It only tries locks, so two shards
-// making room at once cannot deadlock. The caller holds s.mu.
+// evictElsewhere evicts the first result to go of some other shard whose
+// lock is free, and reports whether it found one. It only tries locks, so
+// two shards making room at once cannot deadlock. The caller holds s.mu.
 func (g *Group[V]) evictElsewhere(s *shard[V]) bool {
 	for i := range g.shards {
 		o := &g.shards[i]
 		if o == s || !o.mu.TryLock() {
 			continue
 		}
-		found := o.head != nil
+		found := len(o.heap) > 0
 		if found {
-			g.evictHead(o)
+			g.evict(o, o.heap[0])
 		}
 		o.mu.Unlock()
 		if found {
@@ -90,24 +137,26 @@ func (g *Group[V]) evictElsewhere(s *shard[V]) bool {
 	return false
 }
 
-// sweep evicts the shard's expired entries. The caller holds s.mu.
+// sweep evicts the shard's results that are gone. The caller holds s.mu.
 func (g *Group[V]) sweep(s *shard[V], now int64) {
-	for s.head != nil && s.head.expires <= now {
-		g.evictHead(s)
+	for len(s.heap) > 0 && s.heap[0].gone() <= now {
+		g.evict(s, s.heap[0])
 	}
 }
 
-// evictHead removes the shard's oldest cached entry. The caller holds s.mu.
-func (g *Group[V]) evictHead(s *shard[V]) {
-	e := s.head
-	s.head = e.next
-	if s.head == nil {
-		s.tail = nil
+// evict drops the held result e: from the heap, and from the map, or as the
+// earlier result of the key's call in flight. The caller holds s.mu.
+func (g *Group[V]) evict(s *shard[V], e *entry[V]) {
+	if !e.held {
+		return
 	}
-	e.next = nil
-	e.cached = false
-	if s.m[e.key] == e {
+	heap.Remove(&s.heap, e.index)
+	e.held = false
+	switch cur := s.m[e.key]; {
+	case cur == e:
 		delete(s.m, e.key)
+	case cur != nil && cur.prev == e:
+		cur.prev = nil
 	}
 	g.entries.Add(-1)
 	g.bytes.Add(-e.size)

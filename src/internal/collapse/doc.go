@@ -1,20 +1,27 @@
 // Package collapse shares one call among all callers that ask for the same key
-// at about the same time, and serves its result for a short while after.
+// at about the same time, and serves its result for a while after.
 //
 // A Group maps keys to entries. The first caller for a key (the leader) starts
 // the call; callers arriving while it runs (followers) wait on the entry's one
-// done channel; a successful result then stays in the entry for Options.TTL and
-// is served as a cache hit. The call itself runs on a worker goroutine owned by
-// the Group, not by any caller, so a caller that gives up (its context ends)
-// leaves the others waiting for the same result. Errors and panics reach every
-// waiter and are never cached.
+// done channel. A successful result then lives through the stages its
+// CallOptions give it, each with its own expiry: fresh (served as a Hit),
+// stale-while-revalidate (served at once while one background call refreshes
+// it) and stale-if-error (served instead of a failed call's error), then gone.
+// Keys with different options live side by side in one Group.
+//
+// The call runs on a worker goroutine owned by the Group, with a context that
+// belongs to no caller: a caller that gives up (its context ends) leaves the
+// others waiting for the same result, and when the last of them has left the
+// call's context is cancelled (unless CallOptions.Finish says to keep it for
+// the cache). Errors and panics reach every waiter and are never kept. A
+// value the Options call private goes only to its leader; the followers make
+// calls of their own.
+//
+// Everything a client can make a Group hold is bounded where it is created:
+// results by count and by bytes (key, value and EntryOverhead), the calls
+// running at once by Options.MaxCalls.
 //
 // Keys are compared by their full content: the string is the map key, a hash
 // only picks the shard. The package knows nothing of gRPC; the proxy package
 // builds the keys and the calls.
-//
-// Seams for what comes next: the call is an opaque func, so a peer that owns
-// the key on another replica can be called instead of the backend; the entry
-// is the unit a recorded stream or a stale value would live in; admit decides
-// what is cached and for how long.
 package collapse

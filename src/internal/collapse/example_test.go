@@ -9,13 +9,14 @@ import (
 )
 
 func Example() {
-	g := collapse.New(collapse.Options[string]{TTL: 100 * time.Millisecond})
+	g := collapse.New(collapse.Options[string]{})
 	defer g.Close()
 
-	load := func() (string, error) { return "answer", nil }
-	v, outcome, err := g.Do(context.Background(), "/hello.v1.Greeter/SayHello", load)
+	opts := &collapse.CallOptions{TTL: 100 * time.Millisecond}
+	load := func(*collapse.Call) (string, error) { return "answer", nil }
+	v, outcome, err := g.Do(context.Background(), "/hello.v1.Greeter/SayHello", opts, load)
 	fmt.Println(v, outcome, err)
-	v, outcome, err = g.Do(context.Background(), "/hello.v1.Greeter/SayHello", load)
+	v, outcome, err = g.Do(context.Background(), "/hello.v1.Greeter/SayHello", opts, load)
 	fmt.Println(v, outcome, err)
 	// Output:
 	// answer leader <nil>

@@ -5,19 +5,29 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // shardCount spreads keys over independently locked maps so that callers of
 // different keys never contend on one lock. A power of two.
 const shardCount = 32
 
-// Group shares calls by key. Create one with New; it is safe for concurrent use.
+// mapSlotBytes estimates what a key's slot costs in a shard's map and heap
+// besides the entry itself: the map's key and value words, its bucket share
+// and the heap's pointer.
+const mapSlotBytes = 48
+
+// Group shares calls by key and serves their results. Create one with New;
+// it is safe for concurrent use.
 type Group[V any] struct {
-	ttl           int64 // nanoseconds; 0 disables the cache
 	maxEntries    int64
 	maxBytes      int64
 	maxEntryBytes int64
 	size          func(V) int64
+	private       func(V) bool
+	slots         *semaphore.Weighted // nil: calls are not bounded
 
 	seed   maphash.Seed
 	epoch  time.Time
@@ -25,43 +35,35 @@ type Group[V any] struct {
 	shards [shardCount]shard[V]
 
 	inflight atomic.Int64
+	queued   atomic.Int64
 	waiters  atomic.Int64
-	entries  atomic.Int64 // cached entries, across shards
-	bytes    atomic.Int64 // their Size, across shards
+	entries  atomic.Int64 // results held, across shards
+	bytes    atomic.Int64 // what they count, across shards
 
 	handoff chan *entry[V] // idle workers receive new calls here
 	closed  chan struct{}  // closed by Close: idle workers exit
 }
 
-// entry is one key's call and, once it succeeded, its cached result.
-type entry[V any] struct {
-	key   string
-	shard *shard[V]
-	fn    func() (V, error) // the call; set by the leader, cleared by the worker
-
-	done chan struct{} // closed when the call has completed
-	val  V             // written once before done is closed
-	err  error         // written once before done is closed
-
-	// Guarded by shard.mu.
-	cached  bool
-	expires int64 // nanoseconds since epoch
-	size    int64
-	next    *entry[V] // the next cached entry in completion order
-}
+// EntryOverhead is what every result counts against Options.MaxBytes besides
+// its key and value: the entry, its map slot and its heap slot. It is an
+// estimate for a value type of a pointer's size.
+var EntryOverhead = int64(unsafe.Sizeof(entry[*byte]{})) + mapSlotBytes
 
 // New returns a Group configured by opts.
 func New[V any](opts Options[V]) *Group[V] {
 	g := &Group[V]{
-		ttl:           int64(opts.TTL),
 		maxEntries:    int64(orDefault(opts.MaxEntries, DefaultMaxEntries)),
 		maxBytes:      orDefault(opts.MaxBytes, DefaultMaxBytes),
 		maxEntryBytes: orDefault(opts.MaxEntryBytes, DefaultMaxEntryBytes),
 		size:          opts.Size,
+		private:       opts.Private,
 		seed:          maphash.MakeSeed(),
 		epoch:         time.Now(),
 		handoff:       make(chan *entry[V]),
 		closed:        make(chan struct{}),
+	}
+	if opts.MaxCalls > 0 {
+		g.slots = semaphore.NewWeighted(int64(opts.MaxCalls))
 	}
 	g.now = func() int64 { return int64(time.Since(g.epoch)) }
 	for i := range g.shards {
@@ -77,13 +79,22 @@ func orDefault[T int | int64](v, def T) T {
 	return v
 }
 
-// Do returns the result for key, calling fn at most once for all callers that
-// ask for key while it runs, and not at all while a cached result for key is
-// fresh. fn runs on a goroutine of the Group, detached from every caller: a
-// caller whose ctx ends first gets ctx.Err() and the call goes on for the
-// others. fn's error reaches every caller that waits for it and is never
-// cached; a panic in fn reaches them as a *PanicError.
-func (g *Group[V]) Do(ctx context.Context, key string, fn func() (V, error)) (V, Outcome, error) {
+// Do returns the result for key, running fn at most once for all callers
+// that ask for key while it runs, and not at all while a result for key is
+// fresh (opts.TTL). Past its TTL a result may still be served: at once
+// within opts.StaleWhileRevalidate, while one background call refreshes it;
+// and within opts.StaleIfError, when the call failed.
+//
+// fn runs on a goroutine of the Group with a Call whose context belongs to
+// no caller: a caller whose ctx ends first gets ctx.Err() and the call goes
+// on for the others; when the last of them leaves, the call's context is
+// cancelled (unless opts.Finish). fn's error reaches every caller that waits
+// for it and is never kept; a panic in fn reaches them as a *PanicError.
+// opts may be nil (share the call while it runs, keep nothing).
+func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
+	if opts == nil {
+		opts = &noOptions
+	}
 	s := &g.shards[maphash.String(g.seed, key)&(shardCount-1)]
 	now := g.now()
 
@@ -91,49 +102,163 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func() (V, error)) (V,
 	e := s.m[key]
 	switch {
 	case e == nil:
-	case !e.cached:
-		s.mu.RUnlock()
-		v, err := g.wait(ctx, e)
-		return v, Join, err
-	case now < e.expires:
-		v := e.val
-		s.mu.RUnlock()
-		return v, Hit, nil
-	}
-	s.mu.RUnlock()
-
-	s.mu.Lock()
-	g.sweep(s, now) // drops key's entry too if it has expired
-	if e = s.m[key]; e != nil {
-		if e.cached {
+	case e.held:
+		if now < e.fresh {
 			v := e.val
-			s.mu.Unlock()
+			s.mu.RUnlock()
 			return v, Hit, nil
 		}
-		s.mu.Unlock()
-		v, err := g.wait(ctx, e)
-		return v, Join, err
+	default: // a call in flight, maybe with an earlier result to serve meanwhile
+		if p := e.prev; p != nil && now < p.swrEnd {
+			v := p.val
+			s.mu.RUnlock()
+			return v, Stale, nil
+		}
+		e.waiting.Add(1) // under the read lock: abandon cannot run meanwhile
+		s.mu.RUnlock()
+		return g.join(ctx, e, fn)
 	}
-	e = &entry[V]{key: key, shard: s, fn: fn, done: make(chan struct{})}
+	s.mu.RUnlock()
+	return g.doLocked(ctx, s, key, now, opts, fn)
+}
+
+// noOptions stands in for nil CallOptions.
+var noOptions CallOptions
+
+// doLocked is Do's path under the write lock: a result past its TTL, or no
+// entry at all.
+func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
+	s.mu.Lock()
+	g.sweep(s, now)
+	e := s.m[key]
+	var prev *entry[V]
+	switch {
+	case e == nil:
+	case e.held && now < e.fresh:
+		v := e.val
+		s.mu.Unlock()
+		return v, Hit, nil
+	case e.held && now < e.swrEnd:
+		// One background call refreshes the result, if a slot is free now:
+		// refreshes never queue.
+		if g.trySlot() {
+			r := g.newEntry(s, key, opts, fn, e)
+			r.background = true
+			s.m[key] = r
+			g.start(r)
+		}
+		v := e.val
+		s.mu.Unlock()
+		return v, Stale, nil
+	case e.held:
+		prev = e // past its TTL and refresh window; kept for StaleIfError
+	default:
+		if p := e.prev; p != nil && now < p.swrEnd {
+			v := p.val
+			s.mu.Unlock()
+			return v, Stale, nil
+		}
+		e.waiting.Add(1)
+		s.mu.Unlock()
+		return g.join(ctx, e, fn)
+	}
+	e = g.newEntry(s, key, opts, fn, prev)
+	e.waiting.Store(1)
 	s.m[key] = e
 	s.mu.Unlock()
 
-	g.inflight.Add(1)
 	g.start(e)
-	v, err := g.wait(ctx, e)
-	return v, Lead, err
+	v, o, err := g.wait(ctx, e, Lead)
+	if o == Private { // the leader's own call: its value is the leader's
+		return e.val, Lead, e.err
+	}
+	return v, o, err
 }
 
-// wait blocks until e's call completes or ctx ends, whichever is first.
-func (g *Group[V]) wait(ctx context.Context, e *entry[V]) (V, error) {
+// newEntry returns the entry of a new call for key. The caller holds s.mu.
+func (g *Group[V]) newEntry(s *shard[V], key string, opts *CallOptions, fn func(*Call) (V, error), prev *entry[V]) *entry[V] {
+	g.inflight.Add(1)
+	return &entry[V]{
+		key:   key,
+		shard: s,
+		opts:  opts,
+		fn:    fn,
+		call:  Call{parent: context.Background(), timeout: opts.Timeout},
+		done:  make(chan struct{}),
+		prev:  prev,
+		index: -1,
+	}
+}
+
+// join waits for e's call as a follower, and makes a call of its own with fn
+// when e's value turns out private.
+func (g *Group[V]) join(ctx context.Context, e *entry[V], fn func(*Call) (V, error)) (V, Outcome, error) {
+	v, o, err := g.wait(ctx, e, Join)
+	if o != Private {
+		return v, o, err
+	}
+	if err := g.acquire(ctx); err != nil {
+		var zero V
+		return zero, Private, err
+	}
+	defer g.release()
+	c := Call{parent: ctx, timeout: e.opts.Timeout}
+	v, err = protect(&c, fn)
+	return v, Private, err
+}
+
+// wait blocks until e's call completes or ctx ends, whichever is first, and
+// returns what the caller gets: e's value with outcome o, a stale value, or
+// Private when e's value may not be shared (the caller decides what that
+// means for it). The caller has counted itself in e.waiting.
+func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (V, Outcome, error) {
 	g.waiters.Add(1)
 	defer g.waiters.Add(-1)
 	select {
 	case <-e.done:
-		return e.val, e.err
+		e.waiting.Add(-1)
+		switch {
+		case e.private:
+			var zero V
+			return zero, Private, nil
+		case e.staleOnError:
+			return e.val, StaleOnError, nil
+		}
+		return e.val, o, e.err
 	case <-ctx.Done():
+		if e.waiting.Add(-1) == 0 {
+			g.abandon(e)
+		}
 		var zero V
-		return zero, ctx.Err()
+		return zero, o, ctx.Err()
+	}
+}
+
+// abandon cancels e's call when nobody waits for it any more, unless its
+// options say to finish a call that has started. It leaves the key to the
+// next caller at once: a new call, or the earlier result e was to replace.
+func (g *Group[V]) abandon(e *entry[V]) {
+	s := e.shard
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.waiting.Load() > 0 || e.completed || e.background || e.opts.Finish && e.running.Load() {
+		return
+	}
+	e.abandoned = true
+	g.unlink(s, e)
+	e.call.abort()
+}
+
+// unlink takes e, a call in flight, out of its shard's map, giving the key
+// back to the result e was to replace, if there is one. The caller holds s.mu.
+func (g *Group[V]) unlink(s *shard[V], e *entry[V]) {
+	if s.m[e.key] != e {
+		return
+	}
+	if p := e.prev; p != nil && p.held {
+		s.m[e.key] = p
+	} else {
+		delete(s.m, e.key)
 	}
 }
 
@@ -148,6 +273,7 @@ func (g *Group[V]) Stats() Stats {
 	}
 	return Stats{
 		InFlight: int(g.inflight.Load()),
+		Queued:   int(g.queued.Load()),
 		Waiters:  int(g.waiters.Load()),
 		Entries:  int(g.entries.Load()),
 		Bytes:    g.bytes.Load(),

@@ -9,96 +9,32 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// newTestGroup returns a Group closed at the end of the test, with a clock
-// the test moves by hand.
-func newTestGroup[V any](t *testing.T, opts Options[V]) (*Group[V], *atomic.Int64) {
-	t.Helper()
-	g := New(opts)
-	var clock atomic.Int64
-	g.now = clock.Load
-	t.Cleanup(g.Close)
-	return g, &clock
-}
-
-// gatedCall returns a call that counts its runs and blocks until release is
-// closed, and a channel that receives once per run when it starts.
-func gatedCall(val string, err error, calls *atomic.Int64, release <-chan struct{}) (func() (string, error), <-chan struct{}) {
-	started := make(chan struct{}, 16)
-	return func() (string, error) {
-		calls.Add(1)
-		started <- struct{}{}
-		<-release
-		return val, err
-	}, started
-}
-
-func recv(t *testing.T, c <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-c:
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("timed out waiting")
-	}
-}
-
-type result struct {
-	val     string
-	outcome Outcome
-	err     error
-}
-
-func doAsync(g *Group[string], ctx context.Context, key string, fn func() (string, error)) <-chan result {
-	c := make(chan result, 1)
-	go func() {
-		v, o, err := g.Do(ctx, key, fn)
-		c <- result{v, o, err}
-	}()
-	return c
-}
-
-func get(t *testing.T, c <-chan result) result {
-	t.Helper()
-	select {
-	case r := <-c:
-		return r
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("timed out waiting for Do")
-		return result{}
-	}
-}
-
 func TestGroup_DuplicateCallsShareOneCall(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
-	var calls atomic.Int64
-	release := make(chan struct{})
-	fn, started := gatedCall("v", nil, &calls, release)
+	call := newGate("v", nil)
 
 	const n = 100
-	leader := doAsync(g, context.Background(), "k", fn)
-	recv(t, started)
+	leader := doAsync(g, context.Background(), "k", nil, call.fn)
+	recv(t, call.started)
 	var followers []<-chan result
 	for range n - 1 {
-		followers = append(followers, doAsync(g, context.Background(), "k", fn))
+		followers = append(followers, doAsync(g, context.Background(), "k", nil, call.fn))
 	}
-	testkit.WaitFor(t, "the condition", func() bool { return g.Stats().Waiters == n })
-	close(release)
+	waitWaiters(t, g, n)
+	close(call.release)
 
-	if r := get(t, leader); r.val != "v" || r.outcome != Lead || r.err != nil {
+	if r := recv(t, leader); r != (result{"v", Lead, nil}) {
 		t.Errorf("leader got %+v, want v/leader/nil", r)
 	}
 	for _, f := range followers {
-		if r := get(t, f); r.val != "v" || r.outcome != Join || r.err != nil {
+		if r := recv(t, f); r != (result{"v", Join, nil}) {
 			t.Errorf("follower got %+v, want v/joined/nil", r)
 		}
 	}
-	if got := calls.Load(); got != 1 {
+	if got := call.calls.Load(); got != 1 {
 		t.Errorf("calls = %d, want 1", got)
 	}
 }
@@ -107,9 +43,8 @@ func TestGroup_DifferentKeysDoNotShare(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
 	var calls atomic.Int64
 	for _, k := range []string{"a", "b", "a\x00", ""} {
-		v, o, err := g.Do(context.Background(), k, func() (string, error) { calls.Add(1); return k, nil })
-		if v != k || o != Lead || err != nil {
-			t.Errorf("Do(%q) = %q, %v, %v", k, v, o, err)
+		if r := do(g, k, nil, value(k, &calls)); r != (result{k, Lead, nil}) {
+			t.Errorf("Do(%q) = %+v", k, r)
 		}
 	}
 	if calls.Load() != 4 {
@@ -117,52 +52,24 @@ func TestGroup_DifferentKeysDoNotShare(t *testing.T) {
 	}
 }
 
-func TestGroup_ResultCachedForTTL(t *testing.T) {
-	g, clock := newTestGroup(t, Options[string]{TTL: 100 * time.Millisecond})
-	var calls atomic.Int64
-	fn := func() (string, error) { return "v", nil }
-	counted := func() (string, error) { calls.Add(1); return fn() }
-
-	steps := []struct {
-		at      time.Duration
-		outcome Outcome
-	}{
-		{0, Lead},
-		{99 * time.Millisecond, Hit},
-		{100 * time.Millisecond, Lead}, // expired exactly at TTL
-		{150 * time.Millisecond, Hit},
-	}
-	for _, s := range steps {
-		clock.Store(int64(s.at))
-		v, o, err := g.Do(context.Background(), "k", counted)
-		if v != "v" || o != s.outcome || err != nil {
-			t.Errorf("at %v: got %q, %v, %v; want v, %v", s.at, v, o, err, s.outcome)
-		}
-	}
-	if calls.Load() != 2 {
-		t.Errorf("calls = %d, want 2", calls.Load())
-	}
-}
-
-func TestGroup_ErrorsReachFollowersAndAreNotCached(t *testing.T) {
-	g, _ := newTestGroup(t, Options[string]{TTL: time.Hour})
-	var calls atomic.Int64
-	release := make(chan struct{})
+func TestGroup_ErrorsReachFollowersAndAreNotKept(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{})
 	boom := errors.New("boom")
-	fn, started := gatedCall("", boom, &calls, release)
+	call := newGate("", boom)
+	opts := &CallOptions{TTL: time.Hour}
 
-	leader := doAsync(g, context.Background(), "k", fn)
-	recv(t, started)
-	follower := doAsync(g, context.Background(), "k", fn)
-	testkit.WaitFor(t, "the condition", func() bool { return g.Stats().Waiters == 2 })
-	close(release)
+	leader := doAsync(g, context.Background(), "k", opts, call.fn)
+	recv(t, call.started)
+	follower := doAsync(g, context.Background(), "k", opts, call.fn)
+	waitWaiters(t, g, 2)
+	close(call.release)
 	for _, c := range []<-chan result{leader, follower} {
-		if r := get(t, c); !errors.Is(r.err, boom) {
+		if r := recv(t, c); !errors.Is(r.err, boom) {
 			t.Errorf("got err %v, want boom", r.err)
 		}
 	}
-	if _, o, _ := g.Do(context.Background(), "k", func() (string, error) { return "ok", nil }); o != Lead {
-		t.Errorf("call after an error: outcome %v, want leader (errors are not cached)", o)
+	if r := do(g, "k", opts, value("ok", nil)); r.outcome != Lead {
+		t.Errorf("call after an error: outcome %v, want leader (errors are not kept)", r.outcome)
 	}
 }
 
@@ -170,158 +77,211 @@ func TestGroup_PanicReachesEveryWaiterAndWorkerSurvives(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
 	release := make(chan struct{})
 	started := make(chan struct{})
-	fn := func() (string, error) {
+	fn := func(*Call) (string, error) {
 		close(started)
 		<-release
 		panic("kaboom")
 	}
-	leader := doAsync(g, context.Background(), "k", fn)
+	leader := doAsync(g, context.Background(), "k", nil, fn)
 	recv(t, started)
-	follower := doAsync(g, context.Background(), "k", fn)
-	testkit.WaitFor(t, "the condition", func() bool { return g.Stats().Waiters == 2 })
+	follower := doAsync(g, context.Background(), "k", nil, fn)
+	waitWaiters(t, g, 2)
 	close(release)
 	for _, c := range []<-chan result{leader, follower} {
 		var pe *PanicError
-		if r := get(t, c); !errors.As(r.err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
+		if r := recv(t, c); !errors.As(r.err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
 			t.Errorf("got err %v, want a *PanicError with kaboom and a stack", r.err)
 		}
 	}
-	if v, _, err := g.Do(context.Background(), "k", func() (string, error) { return "after", nil }); v != "after" || err != nil {
-		t.Errorf("Do after a panic = %q, %v", v, err)
+	if r := do(g, "k", nil, value("after", nil)); r.val != "after" || r.err != nil {
+		t.Errorf("Do after a panic = %+v", r)
 	}
 }
 
 func TestGroup_GoexitReachesEveryWaiter(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
-	_, _, err := g.Do(context.Background(), "k", func() (string, error) {
+	r := do(g, "k", nil, func(*Call) (string, error) {
 		runtime.Goexit()
 		return "", nil
 	})
-	if !errors.Is(err, ErrGoexit) {
-		t.Errorf("err = %v, want ErrGoexit", err)
+	if !errors.Is(r.err, ErrGoexit) {
+		t.Errorf("err = %v, want ErrGoexit", r.err)
 	}
 	if g.Stats().InFlight != 0 {
 		t.Errorf("call still in flight after Goexit")
 	}
 }
 
-func TestGroup_LeaderCancellationDoesNotFailFollowers(t *testing.T) {
+func TestGroup_LeaderLeavingDoesNotFailFollowers(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
-	var calls atomic.Int64
-	release := make(chan struct{})
-	fn, started := gatedCall("v", nil, &calls, release)
+	call := newGate("v", nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	leader := doAsync(g, ctx, "k", fn)
-	recv(t, started)
-	follower := doAsync(g, context.Background(), "k", fn)
-	testkit.WaitFor(t, "the condition", func() bool { return g.Stats().Waiters == 2 })
+	leader := doAsync(g, ctx, "k", nil, call.fn)
+	recv(t, call.started)
+	follower := doAsync(g, context.Background(), "k", nil, call.fn)
+	waitWaiters(t, g, 2)
 
 	cancel()
-	if r := get(t, leader); !errors.Is(r.err, context.Canceled) || r.outcome != Lead {
+	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) || r.outcome != Lead {
 		t.Errorf("leader got %+v, want canceled", r)
 	}
-	close(release)
-	if r := get(t, follower); r.val != "v" || r.err != nil {
+	close(call.release)
+	if r := recv(t, follower); r.val != "v" || r.err != nil {
 		t.Errorf("follower got %+v, want v", r)
+	}
+	if n := len(call.ended); n != 0 {
+		t.Errorf("the call's context ended %d times while a follower waited", n)
 	}
 }
 
 func TestGroup_EachFollowerStopsAtItsOwnDeadline(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
-	var calls atomic.Int64
-	release := make(chan struct{})
-	fn, started := gatedCall("v", nil, &calls, release)
+	call := newGate("v", nil)
 
-	leader := doAsync(g, context.Background(), "k", fn)
-	recv(t, started)
+	leader := doAsync(g, context.Background(), "k", nil, call.fn)
+	recv(t, call.started)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	short := doAsync(g, ctx, "k", fn)
-	if r := get(t, short); !errors.Is(r.err, context.DeadlineExceeded) || r.outcome != Join {
+	if r := recv(t, doAsync(g, ctx, "k", nil, call.fn)); !errors.Is(r.err, context.DeadlineExceeded) || r.outcome != Join {
 		t.Errorf("short follower got %+v, want deadline exceeded", r)
 	}
-	close(release)
-	if r := get(t, leader); r.val != "v" || r.err != nil {
+	close(call.release)
+	if r := recv(t, leader); r.val != "v" || r.err != nil {
 		t.Errorf("leader got %+v, want v", r)
 	}
 }
 
-func TestGroup_CacheLimits(t *testing.T) {
-	size := func(s string) int64 { return int64(len(s)) }
-	tests := []struct {
-		name        string
-		opts        Options[string]
-		vals        []string
-		wantEntries int
-		wantBytes   int64
-	}{
-		{"max entries evicts oldest", Options[string]{TTL: time.Hour, MaxEntries: 2, Size: size}, []string{"a", "b", "c"}, 2, 2},
-		{"max bytes evicts oldest", Options[string]{TTL: time.Hour, MaxBytes: 5, Size: size}, []string{"aaa", "bbb"}, 1, 3},
-		{"oversize entry not cached", Options[string]{TTL: time.Hour, MaxEntryBytes: 3, Size: size}, []string{"abcd", "abc"}, 1, 3},
-		{"no TTL caches nothing", Options[string]{Size: size}, []string{"a", "b"}, 0, 0},
+func TestGroup_LastWaiterLeavingCancelsTheCall(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{})
+	call := newGate("v", nil)
+	opts := &CallOptions{TTL: time.Hour}
+
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	leader := doAsync(g, ctx1, "k", opts, call.fn)
+	recv(t, call.started)
+	follower := doAsync(g, ctx2, "k", opts, call.fn)
+	waitWaiters(t, g, 2)
+
+	cancel1()
+	recv(t, leader)
+	select {
+	case err := <-call.ended:
+		t.Fatalf("call ended (%v) while a follower still waited", err)
+	default:
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g, _ := newTestGroup(t, tt.opts)
-			for _, v := range tt.vals {
-				if _, _, err := g.Do(context.Background(), "k"+v, func() (string, error) { return v, nil }); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st := g.Stats()
-			if st.Entries > tt.wantEntries || st.Bytes > tt.wantBytes {
-				t.Errorf("stats = %+v, want at most %d entries, %d bytes", st, tt.wantEntries, tt.wantBytes)
-			}
-			last := tt.vals[len(tt.vals)-1]
-			_, o, _ := g.Do(context.Background(), "k"+last, func() (string, error) { return last, nil })
-			if wantHit := tt.wantEntries > 0; (o == Hit) != wantHit {
-				t.Errorf("latest value: outcome %v, want hit=%v", o, wantHit)
-			}
-		})
+	cancel2()
+	recv(t, follower)
+	if err := recv(t, call.ended); !errors.Is(err, context.Canceled) {
+		t.Errorf("call's context ended with %v, want Canceled", err)
+	}
+
+	// The key is free at once: the next caller leads a call of its own.
+	var calls atomic.Int64
+	if r := do(g, "k", opts, value("next", &calls)); r != (result{"next", Lead, nil}) || calls.Load() != 1 {
+		t.Errorf("next caller got %+v after %d calls, want next/leader after 1", r, calls.Load())
+	}
+	testkit.WaitFor(t, "the cancelled call to complete", func() bool { return g.Stats().InFlight == 0 })
+	if r := do(g, "k", opts, value("x", nil)); r != (result{"next", Hit, nil}) {
+		t.Errorf("after the cancelled call completed: %+v, want the next caller's result as a hit", r)
 	}
 }
 
-func TestGroup_StatsDropExpiredEntries(t *testing.T) {
-	g, clock := newTestGroup(t, Options[string]{TTL: time.Second, Size: func(s string) int64 { return int64(len(s)) }})
-	for _, k := range []string{"a", "b", "c"} {
-		if _, _, err := g.Do(context.Background(), k, func() (string, error) { return k + k, nil }); err != nil {
-			t.Fatal(err)
-		}
+func TestGroup_FinishKeepsAnAbandonedCallForTheCache(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{})
+	call := newGate("v", nil)
+	opts := &CallOptions{TTL: time.Hour, Finish: true}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	leader := doAsync(g, ctx, "k", opts, call.fn)
+	recv(t, call.started)
+	cancel()
+	recv(t, leader)
+	close(call.release)
+	testkit.WaitFor(t, "the call to complete", func() bool { return g.Stats().InFlight == 0 })
+	if n := len(call.ended); n != 0 {
+		t.Errorf("the call's context ended although Finish is set")
 	}
-	if st := g.Stats(); st.Entries != 3 || st.Bytes != 6 {
-		t.Fatalf("stats = %+v, want 3 entries, 6 bytes", st)
+	if r := do(g, "k", opts, value("x", nil)); r != (result{"v", Hit, nil}) {
+		t.Errorf("got %+v, want the finished call's result as a hit", r)
 	}
-	clock.Store(int64(time.Second))
-	if st := g.Stats(); st != (Stats{}) {
-		t.Errorf("stats after expiry = %+v, want zero", st)
+}
+
+func TestGroup_CallTimeoutBoundsTheCall(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{})
+	call := newGate("v", nil)
+	r := recv(t, doAsync(g, context.Background(), "k", &CallOptions{Timeout: 10 * time.Millisecond}, call.fn))
+	if !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("got %+v, want the call's own deadline", r)
+	}
+}
+
+func TestGroup_MaxCallsQueuesWithinTheCallersWait(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{MaxCalls: 1})
+	busy := newGate("busy", nil)
+	first := doAsync(g, context.Background(), "a", nil, busy.fn)
+	recv(t, busy.started)
+
+	// A second key's call waits for the slot; its caller's deadline ends the
+	// wait, and the queued call is dropped without running.
+	var calls atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if r := recv(t, doAsync(g, ctx, "b", nil, value("b", &calls))); !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("queued caller got %+v, want its own deadline", r)
+	}
+	testkit.WaitFor(t, "the queue to empty", func() bool { return g.Stats().Queued == 0 })
+
+	// Without a deadline of the caller, the call's timeout ends the wait.
+	r := recv(t, doAsync(g, context.Background(), "c", &CallOptions{Timeout: 20 * time.Millisecond}, value("c", &calls)))
+	if !errors.Is(r.err, ErrOverloaded) {
+		t.Errorf("queued call got %+v, want ErrOverloaded", r)
+	}
+
+	// A queued call runs as soon as the slot is free.
+	queued := doAsync(g, context.Background(), "d", nil, value("d", &calls))
+	testkit.WaitFor(t, "a queued call", func() bool { return g.Stats().Queued == 1 })
+	close(busy.release)
+	if r := recv(t, queued); r != (result{"d", Lead, nil}) {
+		t.Errorf("queued call got %+v, want d", r)
+	}
+	recv(t, first)
+	if calls.Load() != 1 {
+		t.Errorf("calls = %d, want 1 (only d ran)", calls.Load())
 	}
 }
 
 func TestGroup_ConcurrentMixedKeys(t *testing.T) {
-	g := New(Options[int]{TTL: time.Millisecond, MaxEntries: 50})
+	g := New(Options[string]{MaxEntries: 50, MaxCalls: 4})
 	defer g.Close()
-	var calls [8]atomic.Int64
+	opts := []*CallOptions{
+		{TTL: time.Millisecond},
+		{TTL: time.Microsecond, StaleWhileRevalidate: time.Millisecond},
+		{StaleIfError: time.Millisecond},
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	var wg sync.WaitGroup
 	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 2000 {
-				k := (w + i) % len(calls)
-				v, _, err := g.Do(context.Background(), string(rune('a'+k)), func() (int, error) {
-					calls[k].Add(1)
-					return k, nil
-				})
-				if err != nil || v != k {
-					t.Errorf("key %d: got %d, %v", k, v, err)
+				k := keys[(w+i)%len(keys)]
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%3)*time.Millisecond)
+				if i%3 == 0 {
+					ctx, cancel = context.WithCancel(context.Background())
+				}
+				v, _, err := g.Do(ctx, k, opts[(w+i)%len(opts)], value(k, nil))
+				cancel()
+				if err == nil && v != k {
+					t.Errorf("key %s: got %q", k, v)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if st := g.Stats(); st.InFlight != 0 || st.Waiters != 0 {
-		t.Errorf("stats after all calls = %+v", st)
-	}
+	testkit.WaitFor(t, "calls to complete", func() bool {
+		st := g.Stats()
+		return st.InFlight == 0 && st.Waiters == 0 && st.Queued == 0
+	})
 }

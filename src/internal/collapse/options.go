@@ -4,30 +4,71 @@ import "time"
 
 // Defaults for the zero values of Options.
 const (
-	// DefaultMaxEntries bounds the number of cached results.
+	// DefaultMaxEntries bounds the number of results held.
 	DefaultMaxEntries = 10_000
-	// DefaultMaxBytes bounds the bytes held by cached results, as counted by Options.Size.
+	// DefaultMaxBytes bounds the bytes held by results: each counts its key,
+	// its value (Options.Size) and EntryOverhead.
 	DefaultMaxBytes = 64 << 20
-	// DefaultMaxEntryBytes is the size above which a result is shared with the
-	// callers already waiting but not cached.
+	// DefaultMaxEntryBytes is the size above which a result is shared with
+	// the callers already waiting but not kept.
 	DefaultMaxEntryBytes = 1 << 20
 )
 
-// Options configures a Group. The zero value shares in-flight calls and caches nothing.
+// Options configures a Group. The zero value shares calls in flight, keeps
+// no result and runs any number of calls at once.
 type Options[V any] struct {
-	// TTL is how long a successful result is served from the cache after its
-	// call completes. Zero disables the cache: only in-flight calls are shared.
-	TTL time.Duration
-	// MaxEntries bounds the number of cached results (default DefaultMaxEntries).
+	// MaxEntries bounds the number of results held, fresh and stale
+	// (default DefaultMaxEntries).
 	MaxEntries int
-	// MaxBytes bounds the sum of Size over cached results (default DefaultMaxBytes).
+	// MaxBytes bounds the bytes held by results (default DefaultMaxBytes).
+	// A result counts its key, Size of its value and EntryOverhead.
 	MaxBytes int64
-	// MaxEntryBytes: a result whose Size is above it is not cached
+	// MaxEntryBytes: a result counting more is not kept
 	// (default DefaultMaxEntryBytes).
 	MaxEntryBytes int64
-	// Size reports the bytes a cached value holds. Nil counts every value as 0,
-	// so only MaxEntries bounds the cache.
+	// Size reports the bytes a value holds. Nil counts every value as 0, so
+	// a result counts its key and EntryOverhead only.
 	Size func(V) int64
+	// Private reports whether a value may go only to the caller whose call
+	// produced it: it is never kept, and the callers that joined the call
+	// make calls of their own. Nil: every value may be shared.
+	Private func(V) bool
+	// MaxCalls bounds the calls running at once. A call beyond it waits for
+	// a slot within its CallOptions.Timeout and while a caller waits for it,
+	// then fails with ErrOverloaded. 0: no bound.
+	MaxCalls int
+}
+
+// CallOptions say how one key's call is shared and how long its result is
+// served. Every caller passes the options of its key; the leader's apply to
+// the call it starts. The zero value shares the call while it runs and keeps
+// nothing. A Group only reads them: share one value among calls.
+type CallOptions struct {
+	// TTL is how long a successful result is served fresh (a Hit) after
+	// its call completes.
+	TTL time.Duration
+	// StaleWhileRevalidate is how long after TTL a caller is answered with
+	// the result at once (Stale) while one background call refreshes it.
+	StaleWhileRevalidate time.Duration
+	// StaleIfError is how long after TTL the callers of a call that failed
+	// with an error StaleOn accepts get the result instead (StaleOnError).
+	StaleIfError time.Duration
+	// StaleOn reports whether a call's error may be answered with a stale
+	// result; nil accepts every error.
+	StaleOn func(error) bool
+	// Finish keeps a running call going when every caller waiting for it
+	// has left, so that its result is kept. By default the call's context is
+	// cancelled then: nobody is left to want it, and finishing calls nobody
+	// waits for lets callers who give up load the backend at no cost.
+	Finish bool
+	// Timeout bounds the call, its wait for a slot (Options.MaxCalls)
+	// included; 0: no bound.
+	Timeout time.Duration
+}
+
+// keeps reports whether results of calls with these options are kept at all.
+func (o *CallOptions) keeps() bool {
+	return o.TTL > 0 || o.StaleWhileRevalidate > 0 || o.StaleIfError > 0
 }
 
 // Outcome says how a call to Group.Do was served.
@@ -38,11 +79,21 @@ const (
 	Lead Outcome = iota + 1
 	// Join means this caller waited for a call that was already in flight.
 	Join
-	// Hit means this caller was served from the result cache.
+	// Hit means this caller was served a fresh result.
 	Hit
+	// Stale means this caller was served a result past its TTL, within
+	// StaleWhileRevalidate, while one call refreshes it.
+	Stale
+	// StaleOnError means the call this caller waited for failed, and it was
+	// served the key's last result, within StaleIfError, instead.
+	StaleOnError
+	// Private means the call this caller joined produced a private value,
+	// so it made a call of its own.
+	Private
 )
 
-// String returns the outcome's metric label: "leader", "joined" or "cache_hit".
+// String returns the outcome's metric label: "leader", "joined",
+// "cache_hit", "stale", "stale_on_error" or "private".
 func (o Outcome) String() string {
 	switch o {
 	case Lead:
@@ -51,18 +102,31 @@ func (o Outcome) String() string {
 		return "joined"
 	case Hit:
 		return "cache_hit"
+	case Stale:
+		return "stale"
+	case StaleOnError:
+		return "stale_on_error"
+	case Private:
+		return "private"
 	}
 	return "unknown"
 }
 
+// Outcomes lists every Outcome, for metrics that export each one up front.
+var Outcomes = []Outcome{Lead, Join, Hit, Stale, StaleOnError, Private}
+
 // Stats is a snapshot of a Group's state, for gauges.
 type Stats struct {
-	// InFlight is the number of shared calls running now.
+	// InFlight is the number of shared calls started and not completed,
+	// background refreshes included.
 	InFlight int
-	// Waiters is the number of callers waiting for a shared call now.
+	// Queued is the number of those waiting for a slot (Options.MaxCalls).
+	Queued int
+	// Waiters is the number of callers waiting for a shared call now,
+	// leaders included.
 	Waiters int
-	// Entries is the number of cached results that have not expired.
+	// Entries is the number of results held, fresh or stale.
 	Entries int
-	// Bytes is the sum of Size over those results.
+	// Bytes is what those results count against Options.MaxBytes.
 	Bytes int64
 }

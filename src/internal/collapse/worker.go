@@ -1,9 +1,9 @@
 package collapse
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 )
 
@@ -11,22 +11,6 @@ import (
 // exits. Reusing workers keeps goroutine start-up and its allocation off the
 // leader's path under steady load.
 const workerIdle = 5 * time.Second
-
-// ErrGoexit is the error waiters get when the call ran runtime.Goexit.
-var ErrGoexit = errors.New("collapse: call exited through runtime.Goexit")
-
-// PanicError is the error waiters get when the call panicked.
-type PanicError struct {
-	// Value is what the call panicked with.
-	Value any
-	// Stack is the panicking goroutine's stack.
-	Stack []byte
-}
-
-// Error reports the panic value; the stack is kept for logs.
-func (p *PanicError) Error() string {
-	return fmt.Sprintf("collapse: call panicked: %v", p.Value)
-}
 
 // start hands e to an idle worker, or starts a new one.
 func (g *Group[V]) start(e *entry[V]) {
@@ -37,39 +21,98 @@ func (g *Group[V]) start(e *entry[V]) {
 	}
 }
 
-// work runs e's call, then further calls handed to it, until it has been
-// idle for workerIdle or the Group is closed.
+// work runs e's call, then further calls handed to it, until a whole
+// workerIdle passed without a call or the Group is closed. The idle timer is
+// reset once per workerIdle, not once per call: a worker exits after
+// between one and two idle periods.
 func (g *Group[V]) work(e *entry[V]) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		g.run(e)
-		idle.Reset(workerIdle)
-		select {
-		case e = <-g.handoff:
-		case <-idle.C:
-			return
-		case <-g.closed:
-			return
+		for worked := true; ; worked = false {
+			select {
+			case e = <-g.handoff:
+			case <-idle.C:
+				if !worked {
+					return
+				}
+				idle.Reset(workerIdle)
+				continue
+			case <-g.closed:
+				return
+			}
+			break
 		}
 	}
 }
 
-// run calls e.fn and completes e whatever happens: a return, a panic (which
-// is recovered, so the worker and the process survive) or runtime.Goexit
-// (which ends the worker after e is completed).
+// run makes e's call once it holds a slot, and completes e whatever happens:
+// a return, no slot in time, a panic (recovered, so the worker and the
+// process survive) or runtime.Goexit (which ends the worker after e is
+// completed).
 func (g *Group[V]) run(e *entry[V]) {
+	holding := e.background // a refresh took its slot when it was started
 	returned := false
 	defer func() {
-		if !returned {
-			if r := recover(); r != nil {
-				e.err = &PanicError{Value: r, Stack: debug.Stack()}
-			} else {
-				e.err = ErrGoexit
-			}
+		if holding {
+			g.release()
 		}
-		g.complete(e)
+		if !returned {
+			e.err = ErrGoexit
+			g.complete(e)
+		}
 	}()
-	e.val, e.err = e.fn()
+	if !holding {
+		if err := g.acquireFor(e); err != nil {
+			e.err = err
+			returned = true
+			g.complete(e)
+			return
+		}
+		holding = true
+	}
+	e.running.Store(true)
+	e.val, e.err = protect(&e.call, e.fn)
 	returned = true
+	g.release()
+	holding = false
+	g.complete(e)
+}
+
+// acquireFor takes a slot for e's call, waiting while its context lasts.
+func (g *Group[V]) acquireFor(e *entry[V]) error {
+	if g.slots == nil || g.slots.TryAcquire(1) {
+		return nil
+	}
+	g.queued.Add(1)
+	defer g.queued.Add(-1)
+	ctx := e.call.Context()
+	err := g.slots.Acquire(ctx, 1)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no slot free within the call's timeout of %v", ErrOverloaded, e.opts.Timeout)
+	}
+	return err
+}
+
+// acquire takes a slot for a caller's own call, waiting while ctx lasts.
+func (g *Group[V]) acquire(ctx context.Context) error {
+	if g.slots == nil || g.slots.TryAcquire(1) {
+		return nil
+	}
+	g.queued.Add(1)
+	defer g.queued.Add(-1)
+	return g.slots.Acquire(ctx, 1)
+}
+
+// trySlot takes a slot if one is free now.
+func (g *Group[V]) trySlot() bool {
+	return g.slots == nil || g.slots.TryAcquire(1)
+}
+
+// release gives back a slot taken by acquireFor, acquire or trySlot.
+func (g *Group[V]) release() {
+	if g.slots != nil {
+		g.slots.Release(1)
+	}
 }

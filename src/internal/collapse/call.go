@@ -1,0 +1,84 @@
+package collapse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// ErrGoexit is the error waiters get when the call ran runtime.Goexit.
+var ErrGoexit = errors.New("collapse: call exited through runtime.Goexit")
+
+// ErrOverloaded is the error of a call that found no slot (Options.MaxCalls)
+// before its timeout.
+var ErrOverloaded = errors.New("collapse: too many calls in flight")
+
+// PanicError is the error waiters get when the call panicked.
+type PanicError struct {
+	// Value is what the call panicked with.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+// Error reports the panic value; the stack is kept for logs.
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("collapse: call panicked: %v", p.Value)
+}
+
+// Call is what a call's function is given: the context the call must run
+// under. A Call is valid until the function returns.
+type Call struct {
+	parent  context.Context // context.Background for shared calls
+	timeout time.Duration
+
+	mu       sync.Mutex
+	ctx      context.Context    // made on first use: most calls never need it in tests and benchmarks
+	cancel   context.CancelFunc // of ctx
+	canceled bool               // cancel was asked for before ctx was made
+}
+
+// Context returns the call's context. A shared call's context belongs to no
+// caller: it ends when the call's timeout passes, or when every caller
+// waiting for it has left (unless CallOptions.Finish keeps it running).
+func (c *Call) Context() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		if c.timeout > 0 {
+			c.ctx, c.cancel = context.WithTimeout(c.parent, c.timeout)
+		} else {
+			c.ctx, c.cancel = context.WithCancel(c.parent)
+		}
+		if c.canceled {
+			c.cancel()
+		}
+	}
+	return c.ctx
+}
+
+// abort cancels the call's context, now or when it is made.
+func (c *Call) abort() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.canceled = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// protect runs fn with c and turns a panic into a *PanicError; a
+// runtime.Goexit in fn is not stopped (callers complete the call in a defer).
+// The call's context is released when fn ends, however it ends.
+func protect[V any](c *Call, fn func(*Call) (V, error)) (v V, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+		c.abort()
+	}()
+	return fn(c)
+}

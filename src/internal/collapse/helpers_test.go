@@ -1,0 +1,111 @@
+package collapse
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newTestGroup returns a Group closed at the end of the test, with a clock
+// the test moves by hand.
+func newTestGroup[V any](t *testing.T, opts Options[V]) (*Group[V], *atomic.Int64) {
+	t.Helper()
+	g := New(opts)
+	var clock atomic.Int64
+	g.now = clock.Load
+	t.Cleanup(g.Close)
+	return g, &clock
+}
+
+// gate is a call the test controls: it counts its runs, reports each start
+// and blocks until released (or until its context ends, which it reports).
+type gate struct {
+	val     string
+	err     error
+	calls   atomic.Int64
+	started chan struct{}
+	release chan struct{}
+	ended   chan error // the context error of a run that ended by its context
+}
+
+func newGate(val string, err error) *gate {
+	return &gate{val: val, err: err, started: make(chan struct{}, 1024), release: make(chan struct{}), ended: make(chan error, 1024)}
+}
+
+func (g *gate) fn(c *Call) (string, error) {
+	g.calls.Add(1)
+	g.started <- struct{}{}
+	select {
+	case <-g.release:
+		return g.val, g.err
+	case <-c.Context().Done():
+		g.ended <- c.Context().Err()
+		return "", c.Context().Err()
+	}
+}
+
+// value returns a call that answers v at once and counts its runs in calls.
+func value(v string, calls *atomic.Int64) func(*Call) (string, error) {
+	return func(*Call) (string, error) {
+		if calls != nil {
+			calls.Add(1)
+		}
+		return v, nil
+	}
+}
+
+// failing returns a call that fails with err at once and counts its runs.
+func failing(err error, calls *atomic.Int64) func(*Call) (string, error) {
+	return func(*Call) (string, error) {
+		if calls != nil {
+			calls.Add(1)
+		}
+		return "", err
+	}
+}
+
+func recv[T any](t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(testkit.DefaultTimeout):
+		t.Fatal("timed out waiting")
+		var zero T
+		return zero
+	}
+}
+
+type result struct {
+	val     string
+	outcome Outcome
+	err     error
+}
+
+func doAsync(g *Group[string], ctx context.Context, key string, opts *CallOptions, fn func(*Call) (string, error)) <-chan result {
+	c := make(chan result, 1)
+	go func() {
+		v, o, err := g.Do(ctx, key, opts, fn)
+		c <- result{v, o, err}
+	}()
+	return c
+}
+
+// do calls g.Do and returns its result as one value.
+func do(g *Group[string], key string, opts *CallOptions, fn func(*Call) (string, error)) result {
+	v, o, err := g.Do(context.Background(), key, opts, fn)
+	return result{v, o, err}
+}
+
+// waitWaiters waits until n callers wait on the Group.
+func waitWaiters(t *testing.T, g *Group[string], n int) {
+	t.Helper()
+	testkit.WaitFor(t, "waiters", func() bool { return g.Stats().Waiters == n })
+}
