@@ -1,5 +1,6 @@
-// Package methodkind tells which gRPC methods are unary, so the sidecar
-// collapses only those and passes everything else through unchanged.
+// Package methodkind tells what the sidecar knows of each gRPC method: its
+// call kind (only unary calls are collapsed) and its protobuf
+// idempotency_level (which says whether collapsing and caching it is safe).
 //
 // A Resolver learns method kinds from three sources: an explicit list of unary
 // methods, a FileDescriptorSet file, and the backend's server reflection
@@ -51,4 +52,35 @@ func kindOf(clientStreaming, serverStreaming bool) Kind {
 	default:
 		return Unary
 	}
+}
+
+// Idempotency is a method's protobuf idempotency_level option
+// (google/protobuf/descriptor.proto, MethodOptions).
+type Idempotency uint8
+
+// The idempotency levels. Unannotated covers IDEMPOTENCY_UNKNOWN, the
+// default of a method without the option, and methods whose descriptor is not
+// known.
+const (
+	Unannotated Idempotency = iota
+	NoSideEffects
+	Idempotent
+)
+
+// String returns the level as protobuf spells it.
+func (i Idempotency) String() string {
+	switch i {
+	case NoSideEffects:
+		return "NO_SIDE_EFFECTS"
+	case Idempotent:
+		return "IDEMPOTENT"
+	default:
+		return "IDEMPOTENCY_UNKNOWN"
+	}
+}
+
+// Method is what is known of one method.
+type Method struct {
+	Kind        Kind
+	Idempotency Idempotency
 }

@@ -34,7 +34,7 @@ var reflectionServices = []reflectionService{
 
 // fetchKinds asks the backend's server reflection for the kinds of all methods
 // of all services it lists. It returns the reflection version that answered.
-func fetchKinds(ctx context.Context, cc grpc.ClientConnInterface) (map[string]Kind, string, error) {
+func fetchKinds(ctx context.Context, cc grpc.ClientConnInterface) (map[string]Method, string, error) {
 	for _, svc := range reflectionServices {
 		kinds, err := fetchKindsWith(ctx, cc, svc)
 		if status.Code(err) == codes.Unimplemented {
@@ -48,7 +48,7 @@ func fetchKinds(ctx context.Context, cc grpc.ClientConnInterface) (map[string]Ki
 	return nil, "", errNoReflection
 }
 
-func fetchKindsWith(ctx context.Context, cc grpc.ClientConnInterface, svc reflectionService) (map[string]Kind, error) {
+func fetchKindsWith(ctx context.Context, cc grpc.ClientConnInterface, svc reflectionService) (map[string]Method, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream on every return
 	cs, err := cc.NewStream(ctx, svc.desc, svc.method)
@@ -74,7 +74,7 @@ func fetchKindsWith(ctx context.Context, cc grpc.ClientConnInterface, svc reflec
 	if e := list.GetErrorResponse(); e != nil {
 		return nil, fmt.Errorf("list services: %s", status.New(codes.Code(e.GetErrorCode()), e.GetErrorMessage()).Err())
 	}
-	kinds := map[string]Kind{}
+	kinds := map[string]Method{}
 	described := map[string]bool{}
 	for _, s := range list.GetListServicesResponse().GetService() {
 		name := s.GetName()

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"sync"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,9 +22,6 @@ const (
 	// firstRetryDelay is the wait before retrying a failed refresh (the
 	// backend may start after the sidecar); it doubles up to the interval.
 	firstRetryDelay = 100 * time.Millisecond
-	// maxWarned bounds the unknown methods remembered for log-once, since
-	// clients choose method names.
-	maxWarned = 1000
 )
 
 // Options configures a Resolver. Explicit sources (DescriptorSetPath,
@@ -45,20 +42,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Resolver answers the kind of a method. Kind is safe for concurrent use and
-// never blocks; Run keeps the reflection-learned kinds up to date.
+// Resolver answers what is known of a method. Method is safe for concurrent
+// use and never blocks; Run keeps what reflection teaches up to date.
 type Resolver struct {
-	explicit      map[string]Kind                 // from DescriptorSetPath and UnaryMethods; read-only after NewResolver
-	learned       atomic.Pointer[map[string]Kind] // from reflection; the map is never modified, only replaced
+	explicit      map[string]Method                 // from DescriptorSetPath and UnaryMethods; read-only after NewResolver
+	learned       atomic.Pointer[map[string]Method] // from reflection; the map is never modified, only replaced
 	backend       grpc.ClientConnInterface
 	useReflection bool
 	interval      time.Duration
 	logger        *slog.Logger
-	wake          chan struct{} // capacity 1: Kind asks Run for a refresh
-
-	warned  sync.Map   // unknown methods already logged
-	warnMu  sync.Mutex // guards warnedN
-	warnedN int        // entries in warned, at most maxWarned
+	wake          chan struct{} // capacity 1: Method asks Run for a refresh
 }
 
 // NewResolver loads the descriptor set and the unary method list now; errors
@@ -91,46 +84,40 @@ func NewResolver(o Options) (*Resolver, error) {
 	return r, nil
 }
 
-// Kind returns the kind of fullMethod ("/pkg.Service/Method"). It never
-// blocks. An unknown method is logged once, with how to enable collapsing, and
-// wakes Run to ask reflection again.
-func (r *Resolver) Kind(fullMethod string) Kind {
-	if k, ok := r.explicit[fullMethod]; ok {
-		return k
+// Method returns what is known of fullMethod ("/pkg.Service/Method"); its
+// Kind is Unknown when nothing is. It never blocks. An unknown method wakes
+// Run to ask reflection again.
+func (r *Resolver) Method(fullMethod string) Method {
+	if m, ok := r.explicit[fullMethod]; ok {
+		return m
 	}
 	if learned := r.learned.Load(); learned != nil {
-		if k, ok := (*learned)[fullMethod]; ok {
-			return k
+		if m, ok := (*learned)[fullMethod]; ok {
+			return m
 		}
 	}
-	r.warnUnknown(fullMethod)
 	select {
 	case r.wake <- struct{}{}:
 	default: // a refresh is already requested
 	}
-	return Unknown
+	return Method{}
 }
 
-func (r *Resolver) warnUnknown(method string) {
-	if _, ok := r.warned.Load(method); ok {
-		return
+// Methods returns the names of every method known now, sorted.
+func (r *Resolver) Methods() []string {
+	names := slices.Collect(maps.Keys(r.explicit))
+	if learned := r.learned.Load(); learned != nil {
+		for m := range *learned {
+			if _, ok := r.explicit[m]; !ok {
+				names = append(names, m)
+			}
+		}
 	}
-	r.warnMu.Lock()
-	defer r.warnMu.Unlock()
-	if r.warnedN >= maxWarned {
-		return
-	}
-	if _, loaded := r.warned.LoadOrStore(method, struct{}{}); loaded {
-		return
-	}
-	r.warnedN++
-	r.logger.Warn("method kind unknown: its calls pass through without collapsing",
-		"method", method,
-		"hint", "to collapse it, enable server reflection on the backend, "+
-			"or list it in COLLAPSER_UNARY_METHODS, or point COLLAPSER_DESCRIPTOR_SET at a FileDescriptorSet")
+	slices.Sort(names)
+	return names
 }
 
-// Run asks the backend's reflection now, then whenever Kind is woken by an
+// Run asks the backend's reflection now, then whenever Method is woken by an
 // unknown method, at most once per RefreshInterval. A failed refresh (the
 // backend may not be up yet) is retried with backoff. Run returns when ctx
 // ends; without UseReflection it only waits for that.
@@ -198,9 +185,9 @@ func (r *Resolver) refresh(ctx context.Context) error {
 	r.learned.Store(&kinds)
 	r.logger.Info("learned method kinds from backend reflection", "methods", len(kinds), "reflection", version)
 	for m, k := range kinds {
-		if e, ok := r.explicit[m]; ok && e != k {
+		if e, ok := r.explicit[m]; ok && e.Kind != k.Kind {
 			r.logger.Warn("explicit method kind overrides backend reflection",
-				"method", m, "explicit", e.String(), "reflection", k.String())
+				"method", m, "explicit", e.Kind.String(), "reflection", k.Kind.String())
 		}
 	}
 	return nil

@@ -47,18 +47,18 @@ func TestResolver_LearnsKindsFromReflection(t *testing.T) {
 			runResolver(t, r)
 			testkit.WaitFor(t, "kinds learned", func() bool { return logs.Count(slog.LevelInfo, "learned method kinds", "reflection", tt.version) == 1 })
 			for m, k := range greeterKinds {
-				if got := r.Kind(m); got != k {
+				if got := r.Method(m).Kind; got != k {
 					t.Errorf("Kind(%s) = %v, want %v", m, got, k)
 				}
 			}
-			if got := r.Kind("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"); got != BidiStreaming {
+			if got := r.Method("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo").Kind; got != BidiStreaming {
 				t.Errorf("reflection's own method: Kind = %v, want bidi_streaming", got)
 			}
 		})
 	}
 }
 
-func TestResolver_BackendWithoutReflectionLeavesMethodsUnknownAndLogsOnce(t *testing.T) {
+func TestResolver_BackendWithoutReflectionLeavesMethodsUnknownAndLogsItOnce(t *testing.T) {
 	logs := &logrecorder.Recorder{}
 	r, err := NewResolver(Options{Backend: startBackend(t, nil), UseReflection: true, Logger: slog.New(logs), RefreshInterval: 10 * time.Millisecond})
 	if err != nil {
@@ -67,14 +67,11 @@ func TestResolver_BackendWithoutReflectionLeavesMethodsUnknownAndLogsOnce(t *tes
 	runResolver(t, r)
 	testkit.WaitFor(t, "missing reflection reported", func() bool { return logs.Count(slog.LevelWarn, "method kinds cannot be learned", "", "") == 1 })
 	for range 3 {
-		if got := r.Kind(sayHello); got != Unknown {
+		if got := r.Method(sayHello).Kind; got != Unknown {
 			t.Fatalf("Kind(%s) = %v, want unknown", sayHello, got)
 		}
 	}
-	if n := logs.Count(slog.LevelWarn, "method kind unknown", "method", sayHello); n != 1 {
-		t.Errorf("unknown method logged %d times, want once", n)
-	}
-	// Each Kind woke Run; a refresh after the wake-ups must not repeat the warning.
+	// Each lookup woke Run; a refresh after the wake-ups must not repeat the warning.
 	if n := logs.Count(slog.LevelWarn, "method kinds cannot be learned", "", ""); n != 1 {
 		t.Errorf("missing reflection logged %d times, want once", n)
 	}
@@ -96,13 +93,13 @@ func TestResolver_LearnsFromBackendThatStartsAfterRun(t *testing.T) {
 	}
 	runResolver(t, r)
 	testkit.WaitFor(t, "first refresh to fail", func() bool { return logs.Count(slog.LevelInfo, "cannot learn method kinds", "", "") == 1 })
-	if got := r.Kind(sayHello); got != Unknown {
+	if got := r.Method(sayHello).Kind; got != Unknown {
 		t.Fatalf("before the backend starts: Kind = %v, want unknown", got)
 	}
 
 	serve(t, lis, nil, registerBoth)
 	up.Store(true)
-	testkit.WaitFor(t, "SayHello learned", func() bool { return r.Kind(sayHello) == Unary })
+	testkit.WaitFor(t, "SayHello learned", func() bool { return r.Method(sayHello).Kind == Unary })
 }
 
 // changingServices hides the server's services until shown, like a backend
@@ -156,11 +153,11 @@ func TestResolver_UnknownMethodWakesRateLimitedRefresh(t *testing.T) {
 	testkit.WaitFor(t, "the initial refresh", func() bool { return len(refreshes.snapshot()) == 1 })
 
 	services.shown.Store(true)
-	testkit.WaitFor(t, "SayHello learned after a wake-up", func() bool { return r.Kind(sayHello) == Unary })
+	testkit.WaitFor(t, "SayHello learned after a wake-up", func() bool { return r.Method(sayHello).Kind == Unary })
 
 	// Keep asking for an unknown method: refreshes follow, one interval apart.
 	testkit.WaitFor(t, "four refreshes", func() bool {
-		r.Kind("/hello.v1.Greeter/Missing")
+		r.Method("/hello.v1.Greeter/Missing")
 		return len(refreshes.snapshot()) >= 4
 	})
 	// A refresh starts at least interval after the previous one ended.
@@ -184,7 +181,7 @@ func TestResolver_ExplicitKindsWinOverReflection(t *testing.T) {
 	}
 	runResolver(t, r)
 	testkit.WaitFor(t, "kinds learned", func() bool { return logs.Count(slog.LevelInfo, "learned method kinds", "", "") == 1 })
-	if got := r.Kind(sayHello); got != ServerStreaming {
+	if got := r.Method(sayHello).Kind; got != ServerStreaming {
 		t.Errorf("Kind(%s) = %v, want the descriptor set's server_streaming", sayHello, got)
 	}
 	if n := logs.Count(slog.LevelWarn, "explicit method kind overrides", "method", sayHello); n != 1 {
@@ -203,7 +200,7 @@ func TestResolver_RunWithoutReflectionReturnsWhenContextEnds(t *testing.T) {
 		defer close(done)
 		r.Run(ctx)
 	}()
-	r.Kind(chat) // wakes nobody, must not block
+	r.Method(chat) // wakes nobody, must not block
 	cancel()
 	select {
 	case <-done:

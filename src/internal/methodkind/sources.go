@@ -13,8 +13,8 @@ import (
 // explicitKinds merges the explicit sources: the descriptor set at path (if
 // any) and the unary method list. A listed method the descriptor set declares
 // streaming is an error: collapsing it would break its calls.
-func explicitKinds(path string, unary []string) (map[string]Kind, error) {
-	kinds := map[string]Kind{}
+func explicitKinds(path string, unary []string) (map[string]Method, error) {
+	kinds := map[string]Method{}
 	if path != "" {
 		var err error
 		if kinds, err = loadDescriptorSet(path); err != nil {
@@ -22,20 +22,22 @@ func explicitKinds(path string, unary []string) (map[string]Kind, error) {
 		}
 	}
 	for i, m := range unary {
-		if err := validateMethod(m); err != nil {
+		if err := ValidateMethod(m); err != nil {
 			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: %w", i, m, err)
 		}
-		if k, ok := kinds[m]; ok && k != Unary {
-			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: descriptor set %s declares it %s", i, m, path, k)
+		if k, ok := kinds[m]; ok && k.Kind != Unary {
+			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: descriptor set %s declares it %s", i, m, path, k.Kind)
 		}
-		kinds[m] = Unary
+		if _, ok := kinds[m]; !ok {
+			kinds[m] = Method{Kind: Unary}
+		}
 	}
 	return kinds, nil
 }
 
 // loadDescriptorSet reads the kinds of all methods declared in a binary
 // FileDescriptorSet (protoc --descriptor_set_out, buf build -o x.binpb).
-func loadDescriptorSet(path string) (map[string]Kind, error) {
+func loadDescriptorSet(path string) (map[string]Method, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("methodkind: read descriptor set: %w", err)
@@ -44,7 +46,7 @@ func loadDescriptorSet(path string) (map[string]Kind, error) {
 	if err := proto.Unmarshal(b, &set); err != nil {
 		return nil, fmt.Errorf("methodkind: descriptor set %s is not a binary FileDescriptorSet: %w", path, err)
 	}
-	kinds := map[string]Kind{}
+	kinds := map[string]Method{}
 	for _, f := range set.GetFile() {
 		addServices(kinds, f)
 	}
@@ -54,9 +56,9 @@ func loadDescriptorSet(path string) (map[string]Kind, error) {
 	return kinds, nil
 }
 
-// addServices records the kind of every method of every service in f and
-// returns the full names of those services.
-func addServices(kinds map[string]Kind, f *descriptorpb.FileDescriptorProto) []string {
+// addServices records what f declares of every method of every service in it
+// and returns the full names of those services.
+func addServices(kinds map[string]Method, f *descriptorpb.FileDescriptorProto) []string {
 	var services []string
 	for _, s := range f.GetService() {
 		name := s.GetName()
@@ -65,15 +67,30 @@ func addServices(kinds map[string]Kind, f *descriptorpb.FileDescriptorProto) []s
 		}
 		services = append(services, name)
 		for _, m := range s.GetMethod() {
-			kinds["/"+name+"/"+m.GetName()] = kindOf(m.GetClientStreaming(), m.GetServerStreaming())
+			kinds["/"+name+"/"+m.GetName()] = Method{
+				Kind:        kindOf(m.GetClientStreaming(), m.GetServerStreaming()),
+				Idempotency: idempotencyOf(m.GetOptions().GetIdempotencyLevel()),
+			}
 		}
 	}
 	return services
 }
 
-// validateMethod accepts a full method name "/pkg.Service/Method" (the package
+// idempotencyOf maps a descriptor's idempotency_level to its Idempotency.
+func idempotencyOf(l descriptorpb.MethodOptions_IdempotencyLevel) Idempotency {
+	switch l {
+	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
+		return NoSideEffects
+	case descriptorpb.MethodOptions_IDEMPOTENT:
+		return Idempotent
+	default:
+		return Unannotated
+	}
+}
+
+// ValidateMethod accepts a full method name "/pkg.Service/Method" (the package
 // is optional): proto identifiers, dot-separated in the service name.
-func validateMethod(m string) error {
+func ValidateMethod(m string) error {
 	svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
 	if !ok || !strings.HasPrefix(m, "/") {
 		return errors.New(`want "/package.Service/Method"`)

@@ -55,7 +55,7 @@ func TestNewResolver_DescriptorSetGivesEveryKind(t *testing.T) {
 		"/hello.v1.Stats/GetCounts": Unary,
 	}
 	for m, k := range want {
-		if got := r.Kind(m); got != k {
+		if got := r.Method(m).Kind; got != k {
 			t.Errorf("Kind(%s) = %v, want %v", m, got, k)
 		}
 	}
@@ -67,11 +67,11 @@ func TestNewResolver_UnaryMethodsAreUnary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []string{sayHello, "/Root/Get_2"} {
-		if got := r.Kind(m); got != Unary {
+		if got := r.Method(m).Kind; got != Unary {
 			t.Errorf("Kind(%s) = %v, want unary", m, got)
 		}
 	}
-	if got := r.Kind(chat); got != Unknown {
+	if got := r.Method(chat).Kind; got != Unknown {
 		t.Errorf("Kind(%s) = %v, want unknown", chat, got)
 	}
 }
