@@ -54,3 +54,19 @@ func (r *Recorder) Count(level slog.Level, prefix, key, value string) int {
 	}
 	return n
 }
+
+// Bytes returns the length of every message and attribute value recorded:
+// roughly how much a log would have grown.
+func (r *Recorder) Bytes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.records {
+		n += len(rec.Message)
+		rec.Attrs(func(a slog.Attr) bool {
+			n += len(a.Key) + len(a.Value.String())
+			return true
+		})
+	}
+	return n
+}

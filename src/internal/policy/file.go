@@ -1,0 +1,221 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/codes"
+
+	"github.com/collapser/collapser/src/internal/methodkind"
+)
+
+// fileSpec is the policy file's shape.
+type fileSpec struct {
+	Default ruleSpec     `yaml:"default"`
+	Methods []methodSpec `yaml:"methods"`
+}
+
+// methodSpec is one entry of the file's methods list.
+type methodSpec struct {
+	Name     scalar `yaml:"name"`
+	ruleSpec `yaml:",inline"`
+}
+
+// ruleSpec holds the fields a rule may set; an absent field is inherited.
+type ruleSpec struct {
+	Collapse             scalar    `yaml:"collapse"`
+	CacheTTL             scalar    `yaml:"cacheTTL"`
+	StaleWhileRevalidate scalar    `yaml:"staleWhileRevalidate"`
+	StaleIfError         scalar    `yaml:"staleIfError"`
+	StaleIfErrorCodes    *[]scalar `yaml:"staleIfErrorCodes"`
+	FinishAbandoned      scalar    `yaml:"finishAbandoned"`
+	Timeout              scalar    `yaml:"timeout"`
+	Stream               scalar    `yaml:"stream"`
+}
+
+// scalar is one YAML scalar as written, with its line, so that validation
+// can name what is wrong and where.
+type scalar struct {
+	set   bool
+	value string
+	line  int
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler: it keeps the scalar's text
+// whatever its tag (true, 100ms and UNAVAILABLE alike).
+func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a single value, got a %s", n.Line, kindName(n.Kind))
+	}
+	*s = scalar{set: true, value: n.Value, line: n.Line}
+	return nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.MappingNode:
+		return "map"
+	default:
+		return "YAML node"
+	}
+}
+
+// parseFile decodes a policy file strictly (unknown fields are errors) and
+// checks every entry. Errors name the file, the entry and the field.
+func parseFile(name string, data []byte) (*fileSpec, error) {
+	var f fileSpec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("policy file %s: %w", name, err)
+	}
+	var errs []error
+	errs = append(errs, f.Default.check("default")...)
+	seen := map[string]string{} // normalised name → the entry that named it
+	for i, m := range f.Methods {
+		where := fmt.Sprintf("methods[%d]", i)
+		norm, err := normalizeName(m.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: name: %w", where, err))
+		} else {
+			where = fmt.Sprintf("methods[%d] (%s)", i, m.Name.value)
+			if first, dup := seen[norm]; dup {
+				errs = append(errs, fmt.Errorf("%s: name: %s is already named by %s", at(m.Name, where), norm, first))
+			}
+			seen[norm] = where
+		}
+		errs = append(errs, m.check(where)...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", name, err)
+	}
+	return &f, nil
+}
+
+// at prefixes where with the scalar's line.
+func at(s scalar, where string) string {
+	return fmt.Sprintf("line %d: %s", s.line, where)
+}
+
+// normalizeName checks an entry's name and returns it in canonical form:
+// "/pkg.Service/Method" for a method, "pkg.Service/*" for a service.
+func normalizeName(s scalar) (string, error) {
+	if !s.set || s.value == "" {
+		return "", errors.New(`missing: want "/package.Service/Method" or "package.Service/*"`)
+	}
+	if svc, ok := strings.CutSuffix(strings.TrimPrefix(s.value, "/"), "/*"); ok {
+		// Check the service part with a stand-in method name.
+		if err := methodkind.ValidateMethod("/" + svc + "/M"); err != nil {
+			return "", fmt.Errorf("line %d: %q: service name %q is not a dot-separated proto name", s.line, s.value, svc)
+		}
+		return svc + "/*", nil
+	}
+	if err := methodkind.ValidateMethod(s.value); err != nil {
+		return "", fmt.Errorf(`line %d: %q: %w (or "package.Service/*" for a whole service)`, s.line, s.value, err)
+	}
+	return s.value, nil
+}
+
+// check validates every field set in r; where names the rule.
+func (r *ruleSpec) check(where string) []error {
+	var errs []error
+	add := func(s scalar, field string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s %q: %w", at(s, where), field, s.value, err))
+		}
+	}
+	if r.Collapse.set {
+		_, err := parseCollapse(r.Collapse.value)
+		add(r.Collapse, "collapse", err)
+	}
+	for _, d := range []struct {
+		field string
+		s     scalar
+	}{{"cacheTTL", r.CacheTTL}, {"staleWhileRevalidate", r.StaleWhileRevalidate}, {"staleIfError", r.StaleIfError}, {"timeout", r.Timeout}} {
+		if d.s.set {
+			v, err := parseDuration(d.s.value)
+			if err == nil && d.field == "timeout" && v == 0 {
+				err = errors.New("must be positive")
+			}
+			add(d.s, d.field, err)
+		}
+	}
+	if r.StaleIfErrorCodes != nil {
+		for i, c := range *r.StaleIfErrorCodes {
+			_, err := parseCode(c.value)
+			add(c, fmt.Sprintf("staleIfErrorCodes[%d]", i), err)
+		}
+	}
+	if r.FinishAbandoned.set {
+		_, err := parseBool(r.FinishAbandoned.value)
+		add(r.FinishAbandoned, "finishAbandoned", err)
+	}
+	if r.Stream.set {
+		_, err := parseStream(r.Stream.value)
+		add(r.Stream, "stream", err)
+	}
+	return errs
+}
+
+// parseCollapse reads a collapse field: auto, true or false.
+func parseCollapse(s string) (Mode, error) {
+	switch s {
+	case "auto":
+		return Auto, nil
+	case "true":
+		return Always, nil
+	case "false":
+		return Never, nil
+	}
+	return 0, errors.New("want auto, true or false")
+}
+
+// parseDuration reads a non-negative Go duration ("250ms", "2s", "0").
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New(`want a duration such as "250ms" or "2s"`)
+	}
+	if d < 0 {
+		return 0, errors.New("must not be negative")
+	}
+	return d, nil
+}
+
+// parseCode reads a gRPC status code name as the gRPC spec writes it
+// ("UNAVAILABLE", "DEADLINE_EXCEEDED").
+func parseCode(s string) (codes.Code, error) {
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(`"` + s + `"`)); err != nil || s == "OK" || strings.ToUpper(s) != s {
+		return 0, errors.New("want a gRPC status code name such as UNAVAILABLE or DEADLINE_EXCEEDED")
+	}
+	return c, nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, errors.New("want true or false")
+}
+
+// parseStream reads a stream field. Only passthrough exists in this version.
+func parseStream(s string) (StreamMode, error) {
+	switch s {
+	case "passthrough":
+		return StreamPassthrough, nil
+	case "replay":
+		return 0, errors.New("replay is not available in this version; use passthrough")
+	}
+	return 0, errors.New("want passthrough")
+}

@@ -1,0 +1,348 @@
+// Package policy decides, per method, whether the sidecar collapses a call
+// and how long its result is served. A Policy is built from the operator's
+// defaults (flags and COLLAPSER_* variables) and an optional YAML file;
+// its Rule is a pure function of the method and what methodkind knows of it.
+// Store reloads the file when it changes; Decider is what the proxy asks
+// per call.
+//
+// Rules are matched as gRPC service config matches them: the exact method,
+// then its service ("pkg.Service/*"), then the default. Each level inherits
+// the fields it does not set from the level below it.
+//
+// Safe by default: with collapse: auto (the default), a unary method is
+// collapsed and its result cached only when its descriptor says
+// idempotency_level = NO_SIDE_EFFECTS; IDEMPOTENT methods are collapsed
+// while in flight but never cached; every other method passes through, so
+// a write is never answered with another caller's result.
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/collapser/collapser/src/internal/callstatus"
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/methodkind"
+)
+
+// Defaults of the default rule, for settings the operator does not give.
+const (
+	// DefaultCacheTTL is how long a result is served fresh.
+	DefaultCacheTTL = 100 * time.Millisecond
+	// DefaultTimeout bounds each shared backend call.
+	DefaultTimeout = 10 * time.Second
+)
+
+// DefaultStaleIfErrorCodes are the codes a stale result may answer when
+// staleIfError is set and staleIfErrorCodes is not: the backend is down or
+// too slow, as HTTP's stale-if-error serves on 503 and 504.
+var DefaultStaleIfErrorCodes = []codes.Code{codes.Unavailable, codes.DeadlineExceeded}
+
+// Mode is a rule's collapse setting.
+type Mode uint8
+
+// The collapse modes.
+const (
+	// Auto collapses by the method's idempotency_level (see the package doc).
+	Auto Mode = iota
+	// Always collapses and caches every unary method it covers.
+	Always
+	// Never passes the methods it covers through.
+	Never
+)
+
+// String returns the mode as the policy file writes it.
+func (m Mode) String() string {
+	switch m {
+	case Always:
+		return "true"
+	case Never:
+		return "false"
+	}
+	return "auto"
+}
+
+// StreamMode is what a rule does with server-streaming methods.
+type StreamMode uint8
+
+// The stream modes.
+const (
+	// StreamPassthrough forwards server streams frame by frame.
+	StreamPassthrough StreamMode = iota
+)
+
+// Action is what the proxy does with a call.
+type Action uint8
+
+// The actions.
+const (
+	// Passthrough forwards the call unchanged, frame by frame.
+	Passthrough Action = iota
+	// Collapse shares one backend call among identical calls.
+	Collapse
+)
+
+// String returns "passthrough" or "collapse", the metric label.
+func (a Action) String() string {
+	if a == Collapse {
+		return "collapse"
+	}
+	return "passthrough"
+}
+
+// Reasons a method passes through, as metric labels.
+const (
+	// ReasonPolicy: its rule says collapse: false.
+	ReasonPolicy = "policy"
+	// ReasonUnannotated: collapse: auto and no idempotency_level says it is safe.
+	ReasonUnannotated = "unannotated"
+	// ReasonUnknownKind: nothing says it is unary.
+	ReasonUnknownKind = "unknown_kind"
+	// ReasonStreaming: a streaming method (passed through frame by frame).
+	ReasonStreaming = "streaming"
+)
+
+// Rule is what the proxy does with one method's calls.
+type Rule struct {
+	// Action says whether calls are collapsed or passed through.
+	Action Action
+	// Reason says why a method passes through; "" when collapsed.
+	Reason string
+	// Call holds how a collapsed call is shared and its result served; nil
+	// when passed through. Shared by all calls of the rule: read only.
+	Call *collapse.CallOptions
+	// Kind is what is known of the method's call kind.
+	Kind methodkind.Kind
+	// Source names the policy entry that decided: "default",
+	// "methods[2] (/pkg.Service/Method)" or an environment variable.
+	Source string
+}
+
+// Cached reports whether the rule keeps results.
+func (r Rule) Cached() bool {
+	return r.Call != nil && (r.Call.TTL > 0 || r.Call.StaleWhileRevalidate > 0 || r.Call.StaleIfError > 0)
+}
+
+// Defaults describe the default rule when no file does, and what a file's
+// default inherits. Zero durations are zero: take DefaultCacheTTL and
+// DefaultTimeout from the constants.
+type Defaults struct {
+	// Collapse is the default mode (COLLAPSER_DEFAULT_COLLAPSE).
+	Collapse Mode
+	// CacheTTL, StaleWhileRevalidate and StaleIfError: see collapse.CallOptions.
+	CacheTTL, StaleWhileRevalidate, StaleIfError time.Duration
+	// Timeout bounds each shared backend call; it must be positive.
+	Timeout time.Duration
+	// CollapseMethods are collapsed as if the policy named each with
+	// collapse: true (COLLAPSER_UNARY_METHODS); an entry of the file for
+	// one of them still wins.
+	CollapseMethods []string
+	// CollapseMethodsSource names where CollapseMethods came from, for Rule.Source.
+	CollapseMethodsSource string
+}
+
+// settings are a rule's fields after inheritance.
+type settings struct {
+	collapse           Mode
+	ttl, swr, sie, tmo time.Duration
+	codes              codeSet
+	finish             bool
+	stream             StreamMode
+	source             string
+}
+
+// codeSet is a set of gRPC codes (0 to 16) as a bit mask.
+type codeSet uint32
+
+func setOf(cs []codes.Code) codeSet {
+	var s codeSet
+	for _, c := range cs {
+		s |= 1 << c
+	}
+	return s
+}
+
+func (s codeSet) has(c codes.Code) bool { return c <= codes.Unauthenticated && s&(1<<c) != 0 }
+
+// with returns s with the fields r sets; r has been checked.
+func (s settings) with(r *ruleSpec, source string) settings {
+	s.source = source
+	if r.Collapse.set {
+		s.collapse, _ = parseCollapse(r.Collapse.value)
+	}
+	for _, d := range []struct {
+		v   scalar
+		dst *time.Duration
+	}{{r.CacheTTL, &s.ttl}, {r.StaleWhileRevalidate, &s.swr}, {r.StaleIfError, &s.sie}, {r.Timeout, &s.tmo}} {
+		if d.v.set {
+			*d.dst, _ = parseDuration(d.v.value)
+		}
+	}
+	if r.StaleIfErrorCodes != nil {
+		s.codes = 0
+		for _, c := range *r.StaleIfErrorCodes {
+			code, _ := parseCode(c.value)
+			s.codes |= 1 << code
+		}
+	}
+	if r.FinishAbandoned.set {
+		s.finish, _ = parseBool(r.FinishAbandoned.value)
+	}
+	if r.Stream.set {
+		s.stream, _ = parseStream(r.Stream.value)
+	}
+	return s
+}
+
+// level is one compiled rule: its settings and the call options of its two
+// ways of collapsing.
+type level struct {
+	settings
+	cached   collapse.CallOptions // collapse and keep results
+	inflight collapse.CallOptions // collapse while in flight, keep nothing
+}
+
+func compile(s settings) *level {
+	staleOn := func(err error) bool { return s.codes.has(callstatus.Code(err)) }
+	return &level{
+		settings: s,
+		cached: collapse.CallOptions{
+			TTL: s.ttl, StaleWhileRevalidate: s.swr, StaleIfError: s.sie, StaleOn: staleOn,
+			Finish: s.finish, Timeout: s.tmo,
+		},
+		inflight: collapse.CallOptions{Finish: s.finish, Timeout: s.tmo},
+	}
+}
+
+// Policy is a compiled policy. It is immutable and safe for concurrent use.
+type Policy struct {
+	file     string // the file it was read from; "" for none
+	def      *level
+	services map[string]*level // by "pkg.Service"
+	exact    map[string]*level // by "/pkg.Service/Method"
+}
+
+// New compiles the policy of defaults d and, when data is not nil, of the
+// policy file data read from file. Errors name the file, entry and field.
+func New(d Defaults, file string, data []byte) (*Policy, error) {
+	if d.Timeout <= 0 {
+		return nil, fmt.Errorf("policy: timeout %v must be positive", d.Timeout)
+	}
+	for i, m := range d.CollapseMethods {
+		if err := methodkind.ValidateMethod(m); err != nil {
+			return nil, fmt.Errorf("policy: %s[%d] %q: %w", d.CollapseMethodsSource, i, m, err)
+		}
+	}
+	base := settings{
+		collapse: d.Collapse, ttl: d.CacheTTL, swr: d.StaleWhileRevalidate, sie: d.StaleIfError,
+		tmo: d.Timeout, codes: setOf(DefaultStaleIfErrorCodes), source: "default",
+	}
+	f := &fileSpec{}
+	if data != nil {
+		var err error
+		if f, err = parseFile(file, data); err != nil {
+			return nil, err
+		}
+	}
+	def := base.with(&f.Default, "default")
+	p := &Policy{file: file, def: compile(def), services: map[string]*level{}, exact: map[string]*level{}}
+
+	serviceSpecs := map[string]settings{}
+	var exact []methodSpec
+	var exactWhere []string
+	for i, m := range f.Methods {
+		name, _ := normalizeName(m.Name)
+		where := fmt.Sprintf("methods[%d] (%s)", i, m.Name.value)
+		if svc, ok := strings.CutSuffix(name, "/*"); ok {
+			serviceSpecs[svc] = def.with(&m.ruleSpec, where)
+			continue
+		}
+		exact = append(exact, m)
+		exactWhere = append(exactWhere, where)
+	}
+	for svc, s := range serviceSpecs {
+		p.services[svc] = compile(s)
+	}
+	// below returns the settings a method's own entries inherit.
+	below := func(method string) settings {
+		if s, ok := serviceSpecs[serviceOf(method)]; ok {
+			return s
+		}
+		return def
+	}
+	listed := map[string]settings{}
+	for _, m := range d.CollapseMethods {
+		s := below(m)
+		s.collapse, s.source = Always, d.CollapseMethodsSource
+		listed[m] = s
+		p.exact[m] = compile(s)
+	}
+	for i, m := range exact {
+		name, _ := normalizeName(m.Name)
+		s, ok := listed[name]
+		if !ok {
+			s = below(name)
+		}
+		p.exact[name] = compile(s.with(&m.ruleSpec, exactWhere[i]))
+	}
+	return p, nil
+}
+
+// serviceOf returns "pkg.Service" of "/pkg.Service/Method".
+func serviceOf(method string) string {
+	svc, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	return svc
+}
+
+// File returns the file the policy was read from, "" for none.
+func (p *Policy) File() string { return p.file }
+
+// Methods returns the methods the policy names exactly.
+func (p *Policy) Methods() []string {
+	names := make([]string, 0, len(p.exact))
+	for m := range p.exact {
+		names = append(names, m)
+	}
+	return names
+}
+
+// lookup returns the level that decides method.
+func (p *Policy) lookup(method string) *level {
+	if l, ok := p.exact[method]; ok {
+		return l
+	}
+	if l, ok := p.services[serviceOf(method)]; ok {
+		return l
+	}
+	return p.def
+}
+
+// Rule decides what the proxy does with calls of method, given what is
+// known of it. It does not allocate.
+func (p *Policy) Rule(method string, m methodkind.Method) Rule {
+	l := p.lookup(method)
+	r := Rule{Kind: m.Kind, Source: l.source}
+	switch m.Kind {
+	case methodkind.Unknown:
+		r.Reason = ReasonUnknownKind
+		return r
+	case methodkind.Unary:
+	default:
+		r.Reason = ReasonStreaming
+		return r
+	}
+	switch {
+	case l.collapse == Never:
+		r.Reason = ReasonPolicy
+	case l.collapse == Always || m.Idempotency == methodkind.NoSideEffects:
+		r.Action, r.Call = Collapse, &l.cached
+	case m.Idempotency == methodkind.Idempotent:
+		r.Action, r.Call = Collapse, &l.inflight
+	default:
+		r.Reason = ReasonUnannotated
+	}
+	return r
+}

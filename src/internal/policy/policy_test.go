@@ -1,0 +1,242 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/methodkind"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// defaults are the operator defaults of these tests.
+var defaults = Defaults{CacheTTL: DefaultCacheTTL, Timeout: DefaultTimeout, CollapseMethodsSource: "COLLAPSER_UNARY_METHODS"}
+
+var (
+	unannotated   = methodkind.Method{Kind: methodkind.Unary}
+	noSideEffects = methodkind.Method{Kind: methodkind.Unary, Idempotency: methodkind.NoSideEffects}
+	idempotent    = methodkind.Method{Kind: methodkind.Unary, Idempotency: methodkind.Idempotent}
+	serverStream  = methodkind.Method{Kind: methodkind.ServerStreaming, Idempotency: methodkind.NoSideEffects}
+)
+
+func mustNew(t *testing.T, d Defaults, file string) *Policy {
+	t.Helper()
+	var data []byte
+	if file != "" {
+		data = []byte(file)
+	}
+	p, err := New(d, "policy.yaml", data)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return p
+}
+
+// want is a rule as the tests describe it.
+type want struct {
+	action Action
+	reason string
+	ttl    time.Duration
+	source string
+}
+
+func describe(r Rule) want {
+	w := want{action: r.Action, reason: r.Reason, source: r.Source}
+	if r.Call != nil {
+		w.ttl = r.Call.TTL
+	}
+	return w
+}
+
+func TestPolicy_Rule(t *testing.T) {
+	file := `
+default:
+  cacheTTL: 200ms
+methods:
+  - name: hello.v1.Greeter/*
+    collapse: true
+    cacheTTL: 1s
+  - name: /hello.v1.Greeter/SayHello
+    cacheTTL: 250ms
+  - name: /hello.v1.Greeter/Delete
+    collapse: false
+  - name: /shop.v1.Orders/Get
+    collapse: "true"
+`
+	p := mustNew(t, defaults, file)
+	tests := []struct {
+		name   string
+		method string
+		m      methodkind.Method
+		want   want
+	}{
+		{"exact entry inherits its service's collapse", "/hello.v1.Greeter/SayHello", unannotated, want{Collapse, "", 250 * time.Millisecond, "methods[1] (/hello.v1.Greeter/SayHello)"}},
+		{"service entry", "/hello.v1.Greeter/Other", unannotated, want{Collapse, "", time.Second, "methods[0] (hello.v1.Greeter/*)"}},
+		{"exact collapse false wins over the service", "/hello.v1.Greeter/Delete", noSideEffects, want{Passthrough, ReasonPolicy, 0, "methods[2] (/hello.v1.Greeter/Delete)"}},
+		{"auto: no side effects is collapsed and cached", "/other.v1.S/Get", noSideEffects, want{Collapse, "", 200 * time.Millisecond, "default"}},
+		{"auto: idempotent is collapsed, never cached", "/other.v1.S/Put", idempotent, want{Collapse, "", 0, "default"}},
+		{"auto: unannotated passes through", "/other.v1.S/Create", unannotated, want{Passthrough, ReasonUnannotated, 0, "default"}},
+		{"unknown kind passes through even with collapse true", "/shop.v1.Orders/Get", methodkind.Method{}, want{Passthrough, ReasonUnknownKind, 0, "methods[3] (/shop.v1.Orders/Get)"}},
+		{"server streams pass through", "/hello.v1.Greeter/StreamHellos", serverStream, want{Passthrough, ReasonStreaming, 0, "methods[0] (hello.v1.Greeter/*)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describe(p.Rule(tt.method, tt.m)); got != tt.want {
+				t.Errorf("Rule(%s) = %+v, want %+v", tt.method, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPolicy_WithoutFileTheDefaultsDecide(t *testing.T) {
+	tests := []struct {
+		name string
+		d    Defaults
+		m    methodkind.Method
+		want want
+	}{
+		{"auto passes unannotated through", defaults, unannotated, want{Passthrough, ReasonUnannotated, 0, "default"}},
+		{"all collapses every unary method", Defaults{Collapse: Always, CacheTTL: time.Second, Timeout: time.Second}, unannotated, want{Collapse, "", time.Second, "default"}},
+		{"none passes even safe methods through", Defaults{Collapse: Never, Timeout: time.Second}, noSideEffects, want{Passthrough, ReasonPolicy, 0, "default"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describe(mustNew(t, tt.d, "").Rule("/a.B/C", tt.m)); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPolicy_CollapseMethodsAreCollapsedUnlessTheFileSaysOtherwise(t *testing.T) {
+	d := defaults
+	d.CollapseMethods = []string{"/a.B/Listed", "/a.B/Overridden"}
+	p := mustNew(t, d, `
+methods:
+  - name: /a.B/Overridden
+    collapse: false
+  - name: /a.B/Inherits
+`)
+	if got := describe(p.Rule("/a.B/Listed", unannotated)); got != (want{Collapse, "", DefaultCacheTTL, "COLLAPSER_UNARY_METHODS"}) {
+		t.Errorf("listed method: %+v", got)
+	}
+	if got := describe(p.Rule("/a.B/Overridden", unannotated)); got.action != Passthrough {
+		t.Errorf("listed method the file overrides: %+v", got)
+	}
+}
+
+func TestPolicy_CallOptions(t *testing.T) {
+	p := mustNew(t, defaults, `
+default:
+  staleWhileRevalidate: 2s
+  staleIfError: 30s
+  finishAbandoned: true
+  timeout: 3s
+methods:
+  - name: /a.B/Codes
+    staleIfErrorCodes: [INTERNAL]
+`)
+	c := p.Rule("/a.B/Get", noSideEffects).Call
+	if c.TTL != DefaultCacheTTL || c.StaleWhileRevalidate != 2*time.Second || c.StaleIfError != 30*time.Second || !c.Finish || c.Timeout != 3*time.Second {
+		t.Errorf("call options = %+v", c)
+	}
+	stale := func(c *collapse.CallOptions, err error) bool { return c.StaleOn(err) }
+	tests := []struct {
+		method string
+		err    error
+		want   bool
+	}{
+		{"/a.B/Get", status.Error(codes.Unavailable, "down"), true},
+		{"/a.B/Get", status.Error(codes.DeadlineExceeded, "slow"), true},
+		{"/a.B/Get", status.Error(codes.InvalidArgument, "bad"), false},
+		{"/a.B/Codes", status.Error(codes.Unavailable, "down"), false},
+		{"/a.B/Codes", status.Error(codes.Internal, "bug"), true},
+		{"/a.B/Codes", &collapse.PanicError{Value: "x"}, true},
+		{"/a.B/Get", errors.Join(collapse.ErrOverloaded), false},
+	}
+	for _, tt := range tests {
+		if got := stale(p.Rule(tt.method, noSideEffects).Call, tt.err); got != tt.want {
+			t.Errorf("%s StaleOn(%v) = %v, want %v", tt.method, tt.err, got, tt.want)
+		}
+	}
+	if c := p.Rule("/a.B/Put", idempotent).Call; c.TTL != 0 || c.StaleWhileRevalidate != 0 || c.StaleIfError != 0 || c.Timeout != 3*time.Second {
+		t.Errorf("idempotent call options keep results: %+v", c)
+	}
+}
+
+func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want string
+	}{
+		{"unknown field", "default:\n  cacheTtl: 1s\n", "policy file policy.yaml: yaml: unmarshal errors:\n  line 2: field cacheTtl not found"},
+		{"unknown top-level key", "method: []\n", "field method not found"},
+		{"bad collapse", "default:\n  collapse: maybe\n", `policy file policy.yaml: line 2: default: collapse "maybe": want auto, true or false`},
+		{"bad duration", "methods:\n  - name: /a.B/C\n    cacheTTL: 10x\n", `line 3: methods[0] (/a.B/C): cacheTTL "10x": want a duration such as "250ms" or "2s"`},
+		{"negative duration", "default:\n  staleIfError: -1s\n", `line 2: default: staleIfError "-1s": must not be negative`},
+		{"zero timeout", "default:\n  timeout: 0s\n", `line 2: default: timeout "0s": must be positive`},
+		{"bad code", "default:\n  staleIfErrorCodes: [UNAVAILABLE, Unavailable]\n", `line 2: default: staleIfErrorCodes[1] "Unavailable": want a gRPC status code name`},
+		{"OK is no error", "default:\n  staleIfErrorCodes: [OK]\n", `staleIfErrorCodes[0] "OK": want a gRPC status code name`},
+		{"bad bool", "default:\n  finishAbandoned: yes\n", `default: finishAbandoned "yes": want true or false`},
+		{"replay not yet", "default:\n  stream: replay\n", `default: stream "replay": replay is not available in this version`},
+		{"bad stream", "default:\n  stream: record\n", `stream "record": want passthrough`},
+		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
+		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},
+		{"malformed service", "methods:\n  - name: hello-v1/*\n", `methods[0]: name: line 2: "hello-v1/*": service name "hello-v1" is not a dot-separated proto name`},
+		{"duplicate name", "methods:\n  - name: /a.B/C\n  - name: /a.B/C\n", `line 3: methods[1] (/a.B/C): name: /a.B/C is already named by methods[0] (/a.B/C)`},
+		{"duplicate service spelled twice", "methods:\n  - name: a.B/*\n  - name: /a.B/*\n", `name: a.B/* is already named by methods[0] (a.B/*)`},
+		{"a list where a value belongs", "default:\n  cacheTTL: [1s]\n", "line 2: want a single value, got a list"},
+		{"not YAML", "default: [\n", "policy file policy.yaml: yaml:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(defaults, "policy.yaml", []byte(tt.file))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v\nwant it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNew_EveryErrorOfAFileAtOnce(t *testing.T) {
+	_, err := New(defaults, "policy.yaml", []byte("default:\n  collapse: x\nmethods:\n  - name: /a.B/C\n    cacheTTL: y\n"))
+	for _, want := range []string{`collapse "x"`, `cacheTTL "y"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to contain %q", err, want)
+		}
+	}
+}
+
+func TestNew_RejectsBadDefaults(t *testing.T) {
+	if _, err := New(Defaults{}, "", nil); err == nil || !strings.Contains(err.Error(), "timeout 0s must be positive") {
+		t.Errorf("zero timeout: err = %v", err)
+	}
+	d := defaults
+	d.CollapseMethods = []string{"SayHello"}
+	if _, err := New(d, "", nil); err == nil || !strings.Contains(err.Error(), `COLLAPSER_UNARY_METHODS[0] "SayHello"`) {
+		t.Errorf("bad method: err = %v", err)
+	}
+}
+
+func TestNew_EmptyFileIsTheDefaults(t *testing.T) {
+	p := mustNew(t, defaults, "# nothing yet\n")
+	if got := describe(p.Rule("/a.B/C", noSideEffects)); got != (want{Collapse, "", DefaultCacheTTL, "default"}) {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestPolicy_RuleDoesNotAllocate(t *testing.T) {
+	p := mustNew(t, defaults, "methods:\n  - name: a.B/*\n    collapse: true\n")
+	allocs := testing.AllocsPerRun(100, func() { p.Rule("/a.B/C", unannotated) })
+	if allocs != 0 {
+		t.Errorf("Rule allocates %v times per call", allocs)
+	}
+}

@@ -1,0 +1,207 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/collapser/collapser/src/internal/logrecorder"
+	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// configMap writes files the way the kubelet updates a mounted ConfigMap:
+// each version in a new directory, published by renaming the ..data
+// symlink, with policy.yaml a symlink through ..data.
+type configMap struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newConfigMap(t *testing.T, content string) (*configMap, string) {
+	c := &configMap{t: t, dir: t.TempDir()}
+	c.write(content)
+	path := filepath.Join(c.dir, "policy.yaml")
+	if err := os.Symlink(filepath.Join("..data", "policy.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	return c, path
+}
+
+func (c *configMap) write(content string) {
+	c.t.Helper()
+	c.n++
+	version := fmt.Sprintf("..v%d", c.n)
+	if err := os.Mkdir(filepath.Join(c.dir, version), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, version, "policy.yaml"), []byte(content), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	if err := os.Symlink(version, tmp); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// reloads counts ObservePolicyReload calls.
+type reloads struct{ ok, failed atomic.Int64 }
+
+func (r *reloads) ObservePolicyReload(ok bool) {
+	if ok {
+		r.ok.Add(1)
+	} else {
+		r.failed.Add(1)
+	}
+}
+
+// runStore runs s.Run with a short interval until the test ends.
+func runStore(t *testing.T, s *Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Run(ctx, 5*time.Millisecond) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func ttlOf(s *Store) time.Duration {
+	return s.Policy().Rule("/a.B/C", noSideEffects).Call.TTL
+}
+
+func TestStore_ReloadsAValidFileAndKeepsThePolicyOnABadOne(t *testing.T) {
+	cm, path := newConfigMap(t, "default:\n  cacheTTL: 1s\n")
+	logs := &logrecorder.Recorder{}
+	var seen reloads
+	s, err := NewStore(defaults, path, slog.New(logs), &seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStore(t, s)
+	if got := ttlOf(s); got != time.Second {
+		t.Fatalf("TTL at start = %v, want 1s", got)
+	}
+
+	cm.write("default:\n  cacheTTL: 2s\n")
+	testkit.WaitFor(t, "the new policy", func() bool { return ttlOf(s) == 2*time.Second })
+	if seen.ok.Load() != 1 {
+		t.Errorf("successful reloads = %d, want 1", seen.ok.Load())
+	}
+
+	cm.write("default:\n  cacheTTL: soon\n")
+	testkit.WaitFor(t, "the failed reload", func() bool { return seen.failed.Load() >= 1 })
+	if got := ttlOf(s); got != 2*time.Second {
+		t.Errorf("TTL after a bad file = %v, want 2s kept", got)
+	}
+	if n := logs.Count(slog.LevelError, "policy file not applied", "", ""); n != 1 {
+		t.Errorf("bad file logged %d times, want once", n)
+	}
+
+	cm.write("default:\n  cacheTTL: 3s\n")
+	testkit.WaitFor(t, "recovery", func() bool { return ttlOf(s) == 3*time.Second })
+}
+
+func TestNewStore_BadFileIsAStartupError(t *testing.T) {
+	_, path := newConfigMap(t, "default:\n  collapse: sometimes\n")
+	_, err := NewStore(defaults, path, slog.New(slog.DiscardHandler), nil)
+	if err == nil || !strings.Contains(err.Error(), "policy file "+path) || !strings.Contains(err.Error(), `collapse "sometimes"`) {
+		t.Errorf("err = %v", err)
+	}
+	_, err = NewStore(defaults, filepath.Join(t.TempDir(), "missing.yaml"), slog.New(slog.DiscardHandler), nil)
+	if err == nil || !strings.Contains(err.Error(), "read policy file") {
+		t.Errorf("missing file: err = %v", err)
+	}
+}
+
+// kinds is a fixed methodkind table.
+type kinds map[string]methodkind.Method
+
+func (k kinds) Method(m string) methodkind.Method { return k[m] }
+func (k kinds) Methods() []string {
+	var names []string
+	for m := range k {
+		names = append(names, m)
+	}
+	return names
+}
+
+func TestDecider_ExplainsEachPassedThroughMethodOnce(t *testing.T) {
+	s, err := NewStore(defaults, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logrecorder.Recorder{}
+	d := NewDecider(s, kinds{"/a.B/Create": unannotated, "/a.B/Get": noSideEffects}, slog.New(logs))
+	for range 3 {
+		d.Rule("/a.B/Create")
+		d.Rule("/a.B/Get")
+		d.Rule("/x.Y/Unknown")
+	}
+	if n := logs.Count(slog.LevelWarn, "unary method passes through", "method", "/a.B/Create"); n != 1 {
+		t.Errorf("unannotated method logged %d times, want once", n)
+	}
+	if n := logs.Count(slog.LevelWarn, "unary method passes through", "hint", "if it has no side effects, annotate it with option idempotency_level = NO_SIDE_EFFECTS, "+
+		"or set COLLAPSER_UNARY_METHODS=/a.B/Create, or COLLAPSER_DEFAULT_COLLAPSE=all to collapse every unary method"); n != 1 {
+		t.Errorf("hint names the variable %d times, want once", n)
+	}
+	if n := logs.Count(slog.LevelWarn, "method kind unknown", "method", "/x.Y/Unknown"); n != 1 {
+		t.Errorf("unknown method logged %d times, want once", n)
+	}
+	if n := logs.Count(slog.LevelWarn, "", "method", "/a.B/Get"); n != 0 {
+		t.Errorf("collapsed method logged %d times", n)
+	}
+}
+
+func TestDecider_HintNamesThePolicyFile(t *testing.T) {
+	_, path := newConfigMap(t, "methods: []\n")
+	s, err := NewStore(defaults, path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logrecorder.Recorder{}
+	NewDecider(s, kinds{"/a.B/Create": unannotated}, slog.New(logs)).Rule("/a.B/Create")
+	if n := logs.Count(slog.LevelWarn, "", "hint", `if it has no side effects, add to `+path+` under methods: "- {name: /a.B/Create, collapse: true}", `+
+		`or annotate it with option idempotency_level = NO_SIDE_EFFECTS`); n != 1 {
+		t.Errorf("hint with the policy line logged %d times, want once", n)
+	}
+}
+
+func TestDecider_BoundsWhatItRemembersAndShortensNames(t *testing.T) {
+	s, err := NewStore(defaults, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logrecorder.Recorder{}
+	d := NewDecider(s, kinds{}, slog.New(logs))
+	long := "/" + strings.Repeat("a", 256<<10) + "/M"
+	for i := range 300 {
+		d.Rule(fmt.Sprintf("%s%d", long, i))
+	}
+	// 300 names of 256 KiB each: 75 MiB if logged whole.
+	if logged := logs.Bytes(); logged > 300<<10 {
+		t.Errorf("logged %d bytes, want the names shortened", logged)
+	}
+	if n := logs.Count(slog.LevelWarn, "too many distinct methods", "", ""); n != 1 {
+		t.Errorf("bound reached logged %d times, want once", n)
+	}
+}
+
+func TestDecider_RulesCoverKnownAndNamedMethods(t *testing.T) {
+	s, err := NewStore(Defaults{Timeout: time.Second, CollapseMethods: []string{"/a.B/Listed"}}, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := NewDecider(s, kinds{"/a.B/Get": noSideEffects}, nil).Rules()
+	if len(rules) != 2 || rules["/a.B/Get"].Action != Collapse || rules["/a.B/Listed"].Reason != ReasonUnknownKind {
+		t.Errorf("Rules() = %+v", rules)
+	}
+}
