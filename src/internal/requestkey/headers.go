@@ -8,12 +8,22 @@ import (
 
 // DefaultIgnored lists the transport and tracing headers that are never part
 // of the key in the default mode: they differ from call to call without
-// changing the answer. An entry ending in "*" matches every header with that
-// prefix. RuleOptions.IgnoreHeaders extends this list; in allow-list mode
-// (RuleOptions.KeyHeaders) it does not apply.
+// changing the answer, and none of them carries who the caller is or input
+// to an authorization decision. An entry ending in "*" matches every header
+// with that prefix. RuleOptions.IgnoreHeaders extends this list; in
+// allow-list mode (RuleOptions.KeyHeaders) it does not apply.
+//
+// The backend sees the leader's value of every header left out of the key:
+// a follower's own value of an ignored header never reaches it.
+//
+// Deliberately not ignored: ":authority" (virtual hosts may answer
+// differently), "x-forwarded-for", "x-real-ip" and "forwarded" (client
+// addresses feed allow-lists and rate limits), "x-forwarded-host" and
+// "x-forwarded-proto", and Envoy's headers other than its retry and timeout
+// hints ("x-envoy-peer-metadata", "x-envoy-external-address" and
+// "x-envoy-internal" identify the caller).
 var DefaultIgnored = []string{
 	// transport
-	":authority",
 	"content-type",
 	"te",
 	"user-agent",
@@ -21,22 +31,23 @@ var DefaultIgnored = []string{
 	"grpc-encoding",
 	"grpc-timeout",
 	"grpc-previous-rpc-attempts",
-	// proxies and load balancers
-	"forwarded",
-	"x-forwarded-for",
-	"x-forwarded-host",
-	"x-forwarded-port",
-	"x-forwarded-proto",
-	"x-real-ip",
+	// proxies' per-attempt hints
 	"x-request-id",
-	"x-envoy-*",
+	"x-envoy-attempt-count",
+	"x-envoy-expected-rq-timeout-ms",
+	"x-envoy-upstream-rq-timeout-ms",
+	"x-envoy-upstream-rq-per-try-timeout-ms",
+	"x-envoy-retry-on",
+	"x-envoy-retry-grpc-on",
+	"x-envoy-max-retries",
+	"x-envoy-decorator-operation",
+	"x-envoy-force-trace",
 	"x-amzn-trace-id",
 	"x-cloud-trace-context",
 	// tracing
 	"traceparent",
 	"tracestate",
 	"grpc-trace-bin",
-	"grpc-tags-bin",
 	"b3",
 	"x-b3-traceid",
 	"x-b3-spanid",
@@ -45,18 +56,68 @@ var DefaultIgnored = []string{
 	"x-b3-flags",
 	"uber-trace-id",
 	"x-ot-span-context",
-	"x-datadog-*",
+	"x-datadog-trace-id",
+	"x-datadog-parent-id",
+	"x-datadog-sampling-priority",
+	"x-datadog-origin",
 }
 
-// Credentials lists the headers that identify the caller. They stay in the key
-// in every mode, and RuleOptions.IgnoreHeaders may not name them, unless
-// RuleOptions.ShareAcrossCredentials is set.
+// Credentials lists the headers that identify the caller or carry its
+// authorization, as clients, API gateways, service meshes and auth proxies
+// send them. They stay in the key in every mode, and RuleOptions.IgnoreHeaders
+// may not name them, unless RuleOptions.ShareAcrossCredentials is set. An
+// entry ending in "*" matches every header with that prefix. A header that
+// is wrongly here costs only sharing; one missing would leak answers.
 var Credentials = []string{
+	// clients
 	"authorization",
-	"cookie",
 	"proxy-authorization",
+	"cookie",
 	"x-api-key",
+	"api-key",
+	"x-goog-api-key",
+	"ocp-apim-subscription-key", // Azure API Management
+	"x-auth-token",
+	"x-access-token",
+	"x-id-token",
+	"x-csrf-token",
+	"x-xsrf-token",
+	"x-session-*",
+	"x-amz-security-token",
+	// mTLS peer identity forwarded by proxies
+	"x-forwarded-client-cert", // Envoy, Istio
+	"x-forwarded-tls-client-cert*",
+	"x-client-cert*",
+	"x-ssl-client-*",
+	"ssl-client-*",
+	// identity set by auth proxies and gateways
+	"x-auth-*",           // oauth2-proxy (x-auth-request-*), Traefik forward auth
+	"x-forwarded-user",   // oauth2-proxy, Apache
+	"x-forwarded-email",  // oauth2-proxy
+	"x-forwarded-groups", // oauth2-proxy
+	"x-forwarded-preferred-username",
+	"x-forwarded-access-token",
+	"x-remote-user",
+	"remote-user",
+	"x-user*",           // x-user, x-user-id, x-userinfo (Kong OIDC)
+	"x-authenticated-*", // x-authenticated-userid (Kong)
+	"x-consumer-*",      // Kong
+	"x-credential-identifier",
+	"x-jwt-*",                   // x-jwt-payload, x-jwt-assertion (WSO2)
+	"x-endpoint-api-userinfo",   // Google Cloud Endpoints (ESPv2)
+	"x-apigateway-api-userinfo", // Google API Gateway
+	"x-goog-iap-jwt-assertion",  // Google IAP
+	"x-goog-authenticated-*",
+	"x-ms-client-principal*", // Azure App Service authentication
+	"x-ms-token-*",
+	"x-amzn-oidc-*", // AWS ALB authentication
+	"x-tenant-*",
 }
+
+// Authority is the pseudo-header naming the host a call was addressed to.
+// It is part of the key in every mode (one sidecar may front several
+// virtual hosts) unless RuleOptions.IgnoreHeaders names it.
+const Authority = ":authority"
 
 // matcher matches header names against exact names and "prefix*" patterns.
 // It is built once by NewRule and only read afterwards.
@@ -111,7 +172,10 @@ func validatePattern(p string) error {
 		return errors.New("empty header name")
 	}
 	if p[0] == ':' {
-		return errors.New("pseudo-headers (\":...\") cannot be configured")
+		if p == Authority {
+			return nil
+		}
+		return errors.New(`pseudo-headers (":...") other than ":authority" cannot be configured`)
 	}
 	name := strings.TrimSuffix(p, "*")
 	for i := 0; i < len(name); i++ {
@@ -125,4 +189,13 @@ func validatePattern(p string) error {
 		return fmt.Errorf("invalid character %q: header names may only contain letters, digits, '-', '_' and '.'", c)
 	}
 	return nil
+}
+
+// ValidateName checks a lower-case gRPC header name given by an operator
+// (no pattern, no pseudo-header).
+func ValidateName(name string) error {
+	if strings.HasSuffix(name, "*") || strings.HasPrefix(name, ":") {
+		return errors.New("want a header name, without \"*\" or \":\"")
+	}
+	return validatePattern(name)
 }

@@ -1,6 +1,9 @@
 package requestkey
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // RuleOptions selects the headers that are part of the key.
 //
@@ -60,9 +63,8 @@ func NewRule(o RuleOptions) (*Rule, error) {
 		if o.ShareAcrossCredentials {
 			continue
 		}
-		m := newMatcher([]string{p})
 		for _, c := range Credentials {
-			if m.match(c) {
+			if overlaps(p, c) {
 				return nil, fmt.Errorf("requestkey: IgnoreHeaders entry %q would drop the credential header %q from the key, "+
 					"letting callers with different credentials share responses; remove it or set ShareAcrossCredentials (unsafe)", p, c)
 			}
@@ -87,7 +89,22 @@ func (r *Rule) keeps(name string) bool {
 		return false
 	}
 	if r.allowList {
-		return r.selected.match(name) || (!r.dropCredentials && credentialSet.match(name))
+		return name == Authority || r.selected.match(name) || (!r.dropCredentials && credentialSet.match(name))
 	}
 	return !r.dropCredentials || !credentialSet.match(name)
+}
+
+// overlaps reports whether the patterns a and b match a common header name.
+func overlaps(a, b string) bool {
+	pa, wa := strings.CutSuffix(a, "*")
+	pb, wb := strings.CutSuffix(b, "*")
+	switch {
+	case wa && wb:
+		return strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa)
+	case wa:
+		return strings.HasPrefix(b, pa)
+	case wb:
+		return strings.HasPrefix(a, pb)
+	}
+	return a == b
 }
