@@ -15,37 +15,69 @@ import (
 )
 
 const (
-	// MaxMethods is how many distinct method label values the Sidecar keeps.
-	MaxMethods = 200
-	// OtherMethod is the method label value used once MaxMethods is reached.
+	// MaxUnknownMethods is how many method label values of methods the
+	// sidecar does not know a Sidecar keeps.
+	MaxUnknownMethods = 100
+	// MaxMethodLabelBytes is the longest method label value kept.
+	MaxMethodLabelBytes = 256
+	// OtherMethod is the method label value of every method beyond those bounds.
 	OtherMethod = "other"
 )
+
+// outcomePassthrough is the outcome of a passed-through request
+// (proxy.OutcomePassthrough, which imports this package's users).
+const outcomePassthrough = "passthrough"
 
 // durationBuckets span the backend call durations worth telling apart, from
 // 1ms to 10s (the default backend timeout), in seconds.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// Sidecar records the sidecar's request and backend call metrics. It
-// implements proxy.Observer. Its methods are safe for concurrent use.
+// MethodRule is what the sidecar does with one method's calls, as the
+// collapser_method_rule_info labels say it.
+type MethodRule struct {
+	// Action is "collapse" or "passthrough".
+	Action string
+	// Reason says why a method passes through ("policy", "unannotated",
+	// "unknown_kind", "streaming"); "" when collapsed.
+	Reason string
+}
+
+// Sources are what a Sidecar reads at every scrape.
+type Sources struct {
+	// Stats returns the collapse engine's state (required).
+	Stats func() collapse.Stats
+	// Methods returns the rule of every method the sidecar knows; their
+	// request and backend call series are exported at 0 before their first
+	// call. Nil: no method is known.
+	Methods func() map[string]MethodRule
+}
+
+// Sidecar records the sidecar's request, backend call and policy metrics.
+// It implements proxy.Observer and policy.ReloadObserver. Its methods are
+// safe for concurrent use.
 type Sidecar struct {
+	sources         Sources
 	methods         *methodLimiter
 	requests        *prometheus.CounterVec
 	backendCalls    *prometheus.CounterVec
 	backendDuration *prometheus.HistogramVec
+	reloads         *prometheus.CounterVec
+	reloadOK        prometheus.Gauge
+
+	ruleInfo, inFlight, queued, waiters, entries, bytes *prometheus.Desc
 }
 
-// NewSidecar registers the sidecar's metrics with reg. stats is called once
-// per scrape to fill the engine gauges (in-flight keys, waiters, cache entries
-// and bytes).
-func NewSidecar(reg prometheus.Registerer, stats func() collapse.Stats) (*Sidecar, error) {
+// NewSidecar registers the sidecar's metrics with reg.
+func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 	if reg == nil {
 		return nil, errors.New("metrics: nil registerer")
 	}
-	if stats == nil {
-		return nil, errors.New("metrics: nil stats func")
+	if src.Stats == nil {
+		return nil, errors.New("metrics: nil Sources.Stats")
 	}
 	s := &Sidecar{
-		methods: newMethodLimiter(MaxMethods),
+		sources: src,
+		methods: newMethodLimiter(MaxUnknownMethods),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_requests_total",
 			Help: "Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.",
@@ -59,18 +91,35 @@ func NewSidecar(reg prometheus.Registerer, stats func() collapse.Stats) (*Sideca
 			Help:    "Duration of the sidecar's calls to the backend, shared unary calls and passed-through streams alike, by method.",
 			Buckets: durationBuckets,
 		}, []string{"method"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_policy_reloads_total",
+			Help: "Reloads of a changed policy file, by result: success (applied) or failure (invalid; the policy in force stays).",
+		}, []string{"result"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "collapser_policy_last_reload_successful",
+			Help: "1 if the policy file in force is the file's latest content, 0 if its latest change was invalid.",
+		}),
+		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
+			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
+			[]string{"method", "action", "reason"}, nil),
+		inFlight: prometheus.NewDesc("collapser_inflight_keys", "Keys with a backend call in flight, background refreshes included.", nil, nil),
+		queued:   prometheus.NewDesc("collapser_backend_calls_queued", "Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.", nil, nil),
+		waiters:  prometheus.NewDesc("collapser_waiters", "Callers waiting for a shared backend call, leaders included.", nil, nil),
+		entries:  prometheus.NewDesc("collapser_cache_entries", "Results held in the result cache, fresh and stale.", nil, nil),
+		bytes:    prometheus.NewDesc("collapser_cache_bytes", "Bytes the result cache counts against its limit: keys, values and per-entry overhead.", nil, nil),
 	}
-	collectors := []prometheus.Collector{s.requests, s.backendCalls, s.backendDuration, newStatsCollector(stats)}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: register sidecar metrics: %w", err)
-		}
+	for _, result := range []string{"success", "failure"} {
+		s.reloads.WithLabelValues(result)
+	}
+	s.reloadOK.Set(1) // the sidecar started on the file's content
+	if err := reg.Register(s); err != nil {
+		return nil, fmt.Errorf("metrics: register sidecar metrics: %w", err)
 	}
 	return s, nil
 }
 
 // ObserveRequest counts one request answered with code, served as outcome
-// ("leader", "joined", "cache_hit", "passthrough" or "error").
+// (a collapse.Outcome's label, "passthrough" or "error").
 func (s *Sidecar) ObserveRequest(method, outcome string, code codes.Code) {
 	s.requests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
 }
@@ -80,6 +129,76 @@ func (s *Sidecar) ObserveBackendCall(method string, code codes.Code, d time.Dura
 	m := s.methods.label(method)
 	s.backendCalls.WithLabelValues(m, codeName(code)).Inc()
 	s.backendDuration.WithLabelValues(m).Observe(d.Seconds())
+}
+
+// ObservePolicyReload counts one reload of a changed policy file.
+func (s *Sidecar) ObservePolicyReload(ok bool) {
+	if ok {
+		s.reloads.WithLabelValues("success").Inc()
+		s.reloadOK.Set(1)
+		return
+	}
+	s.reloads.WithLabelValues("failure").Inc()
+	s.reloadOK.Set(0)
+}
+
+// Describe implements prometheus.Collector.
+func (s *Sidecar) Describe(ch chan<- *prometheus.Desc) {
+	s.requests.Describe(ch)
+	s.backendCalls.Describe(ch)
+	s.backendDuration.Describe(ch)
+	s.reloads.Describe(ch)
+	s.reloadOK.Describe(ch)
+	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It first exports every known
+// method's series at 0, per outcome its rule can give, so that the first
+// burst of calls is a rise a rate() sees, not the birth of a series.
+func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
+	if s.sources.Methods != nil {
+		rules := s.sources.Methods()
+		names := make([]string, 0, len(rules))
+		for m := range rules {
+			names = append(names, m)
+		}
+		s.methods.setKnown(names)
+		for m, r := range rules {
+			if len(m) > MaxMethodLabelBytes {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(s.ruleInfo, prometheus.GaugeValue, 1, m, r.Action, r.Reason)
+			s.touch(m, r)
+		}
+	}
+	s.requests.Collect(ch)
+	s.backendCalls.Collect(ch)
+	s.backendDuration.Collect(ch)
+	s.reloads.Collect(ch)
+	s.reloadOK.Collect(ch)
+
+	st := s.sources.Stats()
+	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(st.InFlight))
+	ch <- prometheus.MustNewConstMetric(s.queued, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(s.waiters, prometheus.GaugeValue, float64(st.Waiters))
+	ch <- prometheus.MustNewConstMetric(s.entries, prometheus.GaugeValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(s.bytes, prometheus.GaugeValue, float64(st.Bytes))
+}
+
+// touch creates method's series of the outcomes its rule can give, with
+// code OK, and its backend call series, at 0 when they are new.
+func (s *Sidecar) touch(method string, r MethodRule) {
+	if r.Action == "collapse" {
+		for _, o := range collapse.Outcomes {
+			s.requests.WithLabelValues(method, o.String(), codes.OK.String())
+		}
+	} else {
+		s.requests.WithLabelValues(method, outcomePassthrough, codes.OK.String())
+	}
+	s.backendCalls.WithLabelValues(method, codes.OK.String())
+	s.backendDuration.WithLabelValues(method)
 }
 
 // codeName is the code label value. Codes outside the gRPC set are reported as

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 )
 
@@ -22,13 +23,23 @@ const sayHello = "/hello.v1.Greeter/SayHello"
 // The proxy reports through this package.
 var _ proxy.Observer = (*Sidecar)(nil)
 
+// The policy store reports through this package.
+var _ policy.ReloadObserver = (*Sidecar)(nil)
+
+func noStats() collapse.Stats { return collapse.Stats{} }
+
 func newTestSidecar(t *testing.T, stats func() collapse.Stats) (*Sidecar, *prometheus.Registry) {
 	t.Helper()
+	return newTestSidecarWith(t, Sources{Stats: stats})
+}
+
+func newTestSidecarWith(t *testing.T, src Sources) (*Sidecar, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	if stats == nil {
-		stats = func() collapse.Stats { return collapse.Stats{} }
+	if src.Stats == nil {
+		src.Stats = noStats
 	}
-	s, err := NewSidecar(reg, stats)
+	s, err := NewSidecar(reg, src)
 	if err != nil {
 		t.Fatalf("NewSidecar: %v", err)
 	}
@@ -36,34 +47,40 @@ func newTestSidecar(t *testing.T, stats func() collapse.Stats) (*Sidecar, *prome
 }
 
 func TestNewSidecar_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
-	stats := func() collapse.Stats { return collapse.Stats{} }
-	if _, err := NewSidecar(nil, stats); err == nil {
+	src := Sources{Stats: noStats}
+	if _, err := NewSidecar(nil, src); err == nil {
 		t.Error("NewSidecar(nil registerer) succeeded, want error")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := NewSidecar(reg, nil); err == nil {
+	if _, err := NewSidecar(reg, Sources{}); err == nil {
 		t.Error("NewSidecar(nil stats) succeeded, want error")
 	}
-	if _, err := NewSidecar(reg, stats); err != nil {
+	if _, err := NewSidecar(reg, src); err != nil {
 		t.Fatalf("first NewSidecar: %v", err)
 	}
-	if _, err := NewSidecar(reg, stats); err == nil {
+	if _, err := NewSidecar(reg, src); err == nil {
 		t.Error("second NewSidecar on one registry succeeded, want duplicate registration error")
 	}
 }
 
 func TestSidecar_MetricNamesMatchContractAndPassLint(t *testing.T) {
-	s, reg := newTestSidecar(t, nil)
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]MethodRule {
+		return map[string]MethodRule{"/a.B/C": {Action: "passthrough", Reason: "unannotated"}}
+	}})
 	s.ObserveRequest(sayHello, "leader", codes.OK)
 	s.ObserveBackendCall(sayHello, codes.OK, time.Millisecond)
 
 	for _, name := range []string{
-		"collapser_requests_total", "collapser_backend_calls_total",
-		"collapser_backend_call_duration_seconds", "collapser_inflight_keys",
-		"collapser_waiters", "collapser_cache_entries", "collapser_cache_bytes",
+		"collapser_inflight_keys", "collapser_backend_calls_queued", "collapser_policy_last_reload_successful",
+		"collapser_waiters", "collapser_cache_entries", "collapser_cache_bytes", "collapser_method_rule_info",
 	} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 1 {
 			t.Errorf("GatherAndCount(%s) = %d, %v; want 1 series", name, n, err)
+		}
+	}
+	for name, want := range map[string]int{"collapser_requests_total": 2, "collapser_backend_calls_total": 2, "collapser_policy_reloads_total": 2} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
+			t.Errorf("GatherAndCount(%s) = %d, %v; want %d series", name, n, err, want)
 		}
 	}
 	problems, err := testutil.GatherAndLint(reg)
@@ -131,24 +148,27 @@ func TestSidecar_GaugesReadStatsOncePerScrape(t *testing.T) {
 	var calls atomic.Int64
 	_, reg := newTestSidecar(t, func() collapse.Stats {
 		calls.Add(1)
-		return collapse.Stats{InFlight: 3, Waiters: 40, Entries: 7, Bytes: 1234}
+		return collapse.Stats{InFlight: 3, Queued: 2, Waiters: 40, Entries: 7, Bytes: 1234}
 	})
 	want := `
-# HELP collapser_cache_bytes Bytes of results held in the result cache.
+# HELP collapser_backend_calls_queued Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.
+# TYPE collapser_backend_calls_queued gauge
+collapser_backend_calls_queued 2
+# HELP collapser_cache_bytes Bytes the result cache counts against its limit: keys, values and per-entry overhead.
 # TYPE collapser_cache_bytes gauge
 collapser_cache_bytes 1234
-# HELP collapser_cache_entries Results held in the result cache.
+# HELP collapser_cache_entries Results held in the result cache, fresh and stale.
 # TYPE collapser_cache_entries gauge
 collapser_cache_entries 7
-# HELP collapser_inflight_keys Keys with a backend call in flight.
+# HELP collapser_inflight_keys Keys with a backend call in flight, background refreshes included.
 # TYPE collapser_inflight_keys gauge
 collapser_inflight_keys 3
-# HELP collapser_waiters Callers waiting for an in-flight backend call they joined.
+# HELP collapser_waiters Callers waiting for a shared backend call, leaders included.
 # TYPE collapser_waiters gauge
 collapser_waiters 40
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"collapser_cache_bytes", "collapser_cache_entries", "collapser_inflight_keys", "collapser_waiters"); err != nil {
+		"collapser_backend_calls_queued", "collapser_cache_bytes", "collapser_cache_entries", "collapser_inflight_keys", "collapser_waiters"); err != nil {
 		t.Error(err)
 	}
 	if got := calls.Load(); got != 1 {
@@ -156,20 +176,79 @@ collapser_waiters 40
 	}
 }
 
-func TestSidecar_MethodLabelBoundedAtMaxMethodsThenOther(t *testing.T) {
+func TestSidecar_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
 	s, _ := newTestSidecar(t, nil)
 	const extra = 25
-	for i := range MaxMethods + extra {
+	for i := range MaxUnknownMethods + extra {
 		m := fmt.Sprintf("/svc.S/M%d", i)
 		s.ObserveRequest(m, "passthrough", codes.OK)
 		s.ObserveBackendCall(m, codes.OK, time.Millisecond)
 	}
+	long := "/svc.S/" + strings.Repeat("L", MaxMethodLabelBytes)
+	s.ObserveRequest(long, "passthrough", codes.OK)
 	for name, c := range map[string]prometheus.Collector{"requests": s.requests, "backend calls": s.backendCalls, "duration": s.backendDuration} {
-		if n := testutil.CollectAndCount(c); n != MaxMethods+1 {
-			t.Errorf("%s series = %d, want %d (MaxMethods + other)", name, n, MaxMethods+1)
+		if n := testutil.CollectAndCount(c); n != MaxUnknownMethods+1 {
+			t.Errorf("%s series = %d, want %d (MaxUnknownMethods + other)", name, n, MaxUnknownMethods+1)
 		}
 	}
-	if got := testutil.ToFloat64(s.requests.WithLabelValues(OtherMethod, "passthrough", "OK")); got != extra {
-		t.Errorf("requests{method=other} = %v, want %d", got, extra)
+	if got := testutil.ToFloat64(s.requests.WithLabelValues(OtherMethod, "passthrough", "OK")); got != extra+1 {
+		t.Errorf("requests{method=other} = %v, want %d", got, extra+1)
+	}
+}
+
+func TestSidecar_KnownMethodsKeepTheirLabelsAndStartAtZero(t *testing.T) {
+	rules := map[string]MethodRule{
+		sayHello:                    {Action: "collapse"},
+		"/hello.v1.Stats/GetCounts": {Action: "passthrough", Reason: "unannotated"},
+	}
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]MethodRule { return rules }})
+	for i := range MaxUnknownMethods { // unknown methods fill their allowance first
+		s.ObserveRequest(fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
+	}
+	if _, err := reg.Gather(); err != nil { // a scrape learns the known methods
+		t.Fatal(err)
+	}
+	s.ObserveRequest(sayHello, "leader", codes.OK)
+	want := `
+# HELP collapser_method_rule_info 1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).
+# TYPE collapser_method_rule_info gauge
+collapser_method_rule_info{action="collapse",method="/hello.v1.Greeter/SayHello",reason=""} 1
+collapser_method_rule_info{action="passthrough",method="/hello.v1.Stats/GetCounts",reason="unannotated"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "collapser_method_rule_info"); err != nil {
+		t.Error(err)
+	}
+	for _, o := range collapse.Outcomes {
+		want := 0.0
+		if o == collapse.Lead {
+			want = 1
+		}
+		if got := testutil.ToFloat64(s.requests.WithLabelValues(sayHello, o.String(), "OK")); got != want {
+			t.Errorf("requests{%s} = %v, want %v", o, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(s.requests); n != MaxUnknownMethods+len(collapse.Outcomes)+1 {
+		t.Errorf("request series = %d, want the unknown ones, SayHello's per outcome and GetCounts' passthrough", n)
+	}
+	if got := testutil.ToFloat64(s.backendCalls.WithLabelValues("/hello.v1.Stats/GetCounts", "OK")); got != 0 {
+		t.Errorf("GetCounts backend calls = %v, want a series at 0", got)
+	}
+}
+
+func TestSidecar_PolicyReloads(t *testing.T) {
+	s, reg := newTestSidecar(t, nil)
+	s.ObservePolicyReload(true)
+	s.ObservePolicyReload(false)
+	want := `
+# HELP collapser_policy_last_reload_successful 1 if the policy file in force is the file's latest content, 0 if its latest change was invalid.
+# TYPE collapser_policy_last_reload_successful gauge
+collapser_policy_last_reload_successful 0
+# HELP collapser_policy_reloads_total Reloads of a changed policy file, by result: success (applied) or failure (invalid; the policy in force stays).
+# TYPE collapser_policy_reloads_total counter
+collapser_policy_reloads_total{result="failure"} 1
+collapser_policy_reloads_total{result="success"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "collapser_policy_last_reload_successful", "collapser_policy_reloads_total"); err != nil {
+		t.Error(err)
 	}
 }

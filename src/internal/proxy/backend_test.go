@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +31,8 @@ const (
 	nameHold      = "hold"       // StreamHellos: send one frame, then wait for cancellation
 	nameDeadline  = "deadline"   // StreamHellos: report the deadline the backend saw
 	prefixBig     = "big:"       // "big:N": answer a message of N bytes
+	prefixCookie  = "cookie:"    // "cookie:V": set a cookie "session=V-<call>"
+	prefixPrivate = "private:"   // "private:V": a trailer x-user-trailer "V-<call>"
 )
 
 // Metadata the test backend sets on every answer.
@@ -51,7 +55,11 @@ type testBackend struct {
 	// deadlines receives the deadline a "deadline" StreamHellos saw.
 	deadlines chan time.Time
 
-	sayHello atomic.Int64 // SayHello calls received
+	sayHello  atomic.Int64 // SayHello calls received
+	abandoned atomic.Int64 // SayHello calls whose context ended while held
+
+	mu          sync.Mutex
+	authorities []string // the :authority of every SayHello call
 
 	addr string
 	srv  *grpc.Server
@@ -108,6 +116,11 @@ func callerOf(ctx context.Context) string {
 
 func (b *testBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
 	call := b.sayHello.Add(1)
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		b.mu.Lock()
+		b.authorities = append(b.authorities, md.Get(":authority")...)
+		b.mu.Unlock()
+	}
 	select {
 	case b.arrived <- struct{}{}:
 	default: // nobody is counting arrivals (benchmarks)
@@ -116,6 +129,7 @@ func (b *testBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (
 		select {
 		case <-b.hold:
 		case <-ctx.Done():
+			b.abandoned.Add(1)
 			return nil, ctx.Err()
 		}
 	}
@@ -127,6 +141,16 @@ func (b *testBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (
 		return nil, err
 	}
 	msg := "hello " + name
+	switch v := strings.SplitN(name, ":", 2); {
+	case strings.HasPrefix(name, prefixCookie):
+		if err := grpc.SetHeader(ctx, metadata.Pairs("set-cookie", fmt.Sprintf("session=%s-%d", v[1], call))); err != nil {
+			return nil, err
+		}
+	case strings.HasPrefix(name, prefixPrivate):
+		if err := grpc.SetTrailer(ctx, metadata.Pairs("x-user-trailer", fmt.Sprintf("%s-%d", v[1], call))); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case name == nameError:
 		return nil, errorStatus()
@@ -140,6 +164,13 @@ func (b *testBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (
 		msg = strings.Repeat("x", n)
 	}
 	return &hellov1.HelloReply{Message: msg, Caller: callerOf(ctx), Call: call}, nil
+}
+
+// authoritiesSeen returns the :authority of every SayHello call so far.
+func (b *testBackend) authoritiesSeen() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.authorities)
 }
 
 func (b *testBackend) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {

@@ -65,16 +65,20 @@ func (c *codec) Name() string {
 }
 
 // callOptions are the options of every backend call for a caller that used
-// content subtype sub: the raw codec (so frames pass untouched), the caller's
-// subtype (so the backend decodes them as the caller meant) and the size limits.
-func (p *Proxy) callOptions(sub string) []grpc.CallOption {
-	opts := []grpc.CallOption{
-		grpc.ForceCodecV2(p.codec),
-		grpc.MaxCallRecvMsgSize(p.maxRecv),
-		grpc.MaxCallSendMsgSize(p.maxSend),
-	}
+// content subtype sub and addressed authority: the raw codec (so frames pass
+// untouched), the caller's subtype (so the backend decodes them as the caller
+// meant), the caller's authority (so a backend serving several hosts answers
+// for the right one) and the size limits.
+func (p *Proxy) callOptions(sub, authority string) []grpc.CallOption {
+	opts := make([]grpc.CallOption, 3, 7) // room for the caller's additions
+	opts[0] = grpc.ForceCodecV2(p.codec)
+	opts[1] = grpc.MaxCallRecvMsgSize(p.maxRecv)
+	opts[2] = grpc.MaxCallSendMsgSize(p.maxSend)
 	if sub != "" {
 		opts = append(opts, grpc.CallContentSubtype(sub))
+	}
+	if authority != "" {
+		opts = append(opts, grpc.CallAuthority(authority))
 	}
 	return opts
 }

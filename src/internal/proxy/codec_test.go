@@ -10,8 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/internal/collapse"
-	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
@@ -74,12 +73,11 @@ func TestCodec_IsNotRegisteredGlobally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := collapse.New(collapse.Options[*Response]{})
-	defer group.Close()
-	p, err := New(Options{Backend: backend, Group: group, Kinds: unaryKinds{}, KeyRule: rule})
+	p, err := New(Options{Backend: backend, Rules: passAll{}, KeyRule: rule})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	defer p.Close()
 	grpc.NewServer(p.ServerOptions()...).Stop()
 
 	if _, isRaw := encoding.GetCodecV2("proto").(*codec); isRaw {
@@ -87,7 +85,7 @@ func TestCodec_IsNotRegisteredGlobally(t *testing.T) {
 	}
 }
 
-// unaryKinds reports every method as unary.
-type unaryKinds struct{}
+// passAll passes every method through.
+type passAll struct{}
 
-func (unaryKinds) Kind(string) methodkind.Kind { return methodkind.Unary }
+func (passAll) Rule(string) policy.Rule { return policy.Rule{} }

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
 // transportHeaders are the gRPC headers that describe one HTTP/2 hop rather
@@ -56,4 +58,12 @@ func contentSubtype(md metadata.MD) string {
 		return ""
 	}
 	return sub
+}
+
+// authority returns the :authority the caller addressed, "" if none.
+func authority(md metadata.MD) string {
+	if v := md[requestkey.Authority]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

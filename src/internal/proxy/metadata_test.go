@@ -68,10 +68,11 @@ func TestResponseSize_CountsPayloadAndMetadata(t *testing.T) {
 		Header:  metadata.Pairs("ab", "cde"),
 		Trailer: metadata.Pairs("f", "g"),
 	}
-	if got := ResponseSize(r); got != 10+5+2 {
-		t.Errorf("ResponseSize = %d, want 17", got)
+	want := int64(responseOverhead + 10 + 2*mdEntryOverhead + len("ab") + len("cde") + 16 + len("f") + len("g") + 16)
+	if got := responseSize(r); got != want {
+		t.Errorf("responseSize = %d, want %d", got, want)
 	}
-	if got := ResponseSize(nil); got != 0 {
-		t.Errorf("ResponseSize(nil) = %d, want 0", got)
+	if got := responseSize(nil); got != 0 {
+		t.Errorf("responseSize(nil) = %d, want 0", got)
 	}
 }

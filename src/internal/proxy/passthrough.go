@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+
+	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/policy"
 )
 
 // streamDesc lets one client stream carry every call kind: the caller's own
@@ -18,15 +20,17 @@ var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
 // passthrough forwards a call to the backend unchanged, frame by frame in both
 // directions at once. The backend stream's context derives from the caller's,
-// so the caller's cancellation and deadline reach the backend.
-func (p *Proxy) passthrough(ss grpc.ServerStream, method string) error {
+// so the caller's cancellation and deadline reach the backend. A method known
+// to take one request message is held to it, as grpc-go holds it.
+func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule) error {
 	md, _ := metadata.FromIncomingContext(ss.Context())
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
 
+	oneRequest := rule.Kind == methodkind.Unary || rule.Kind == methodkind.ServerStreaming
 	start := time.Now()
-	err := p.forward(ctx, cancel, ss, method, contentSubtype(md))
-	code := status.Code(err)
+	err := p.forward(ctx, cancel, ss, method, p.callOptions(contentSubtype(md), authority(md)), oneRequest)
+	code := callerCode(ss.Context(), err)
 	p.observer.ObserveBackendCall(method, code, time.Since(start))
 	p.observer.ObserveRequest(method, OutcomePassthrough, code)
 	return err
@@ -41,14 +45,14 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string) error {
 // only still be blocked in ss.RecvMsg when the backend finished first; gRPC
 // ends the caller's stream as soon as the handler returns, which ends that
 // receive at once.
-func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.ServerStream, method, sub string) error {
-	cs, err := p.backend.NewStream(ctx, streamDesc, method, p.callOptions(sub)...)
+func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.ServerStream, method string, opts []grpc.CallOption, oneRequest bool) error {
+	cs, err := p.backend.NewStream(ctx, streamDesc, method, opts...)
 	if err != nil {
 		return fmt.Errorf("proxy: open backend stream: %w", err)
 	}
 	up := make(chan error, 1)
 	go func() {
-		err := callerToBackend(ss, cs)
+		err := callerToBackend(ss, cs, oneRequest)
 		// Report before cancelling, so that when the cancellation ends the
 		// backend→caller direction, the cause is already in up.
 		up <- err
@@ -70,18 +74,26 @@ func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.
 
 // callerToBackend copies frames from the caller to the backend until the
 // caller half-closes (forwarded as CloseSend) or the backend ends the stream
-// (its status is then read by the other direction).
-func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream) error {
-	for {
+// (its status is then read by the other direction). With oneRequest, a
+// caller that sends no message or a second one gets grpc-go's cardinality
+// violation.
+func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream, oneRequest bool) error {
+	for sent := 0; ; sent++ {
 		var f frame
 		if err := ss.RecvMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {
+				if oneRequest && sent == 0 {
+					return errNoRequest
+				}
 				// CloseSend never fails in grpc-go; a stream that already
 				// ended reports its status to RecvMsg.
 				_ = cs.CloseSend()
 				return nil
 			}
 			return fmt.Errorf("proxy caller→backend: receive from caller: %w", err)
+		}
+		if oneRequest && sent == 1 {
+			return errManyRequests
 		}
 		if err := cs.SendMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {

@@ -12,25 +12,27 @@ import (
 	// Registers the gzip compressor so gzip-compressed callers are understood
 	// and answered in kind.
 	_ "google.golang.org/grpc/encoding/gzip"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/collapser/collapser/src/internal/collapse"
-	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
 // Defaults for the zero values of Options.
 const (
-	// DefaultBackendTimeout bounds each shared backend call.
-	DefaultBackendTimeout = 10 * time.Second
 	// DefaultMaxMsgBytes bounds each message received or sent (grpc-go's
 	// default receive limit).
 	DefaultMaxMsgBytes = 4 << 20
+	// DefaultReceiveTimeout bounds how long a collapsed call may take to
+	// deliver its request message.
+	DefaultReceiveTimeout = 10 * time.Second
+	// DefaultMaxBackendCalls bounds the shared backend calls running at once.
+	DefaultMaxBackendCalls = 1000
 )
 
-// Outcomes of a request besides collapse.Outcome's "leader", "joined" and
-// "cache_hit", as passed to Observer.ObserveRequest.
+// Outcomes of a request besides collapse.Outcome's, as passed to
+// Observer.ObserveRequest.
 const (
 	// OutcomePassthrough: the call was forwarded as a stream, not collapsed.
 	OutcomePassthrough = "passthrough"
@@ -39,39 +41,12 @@ const (
 	OutcomeError = "error"
 )
 
-// Response is what one backend call for a unary method produced. Callers
-// sharing it must treat every field as read-only.
-type Response struct {
-	// Payload is the response message as wire bytes; nil when Err is set.
-	Payload []byte
-	// Header and Trailer are the backend's response metadata, ready to forward.
-	Header, Trailer metadata.MD
-	// Err is the backend's status as a status error, nil for OK.
-	Err error
-}
-
-// ResponseSize returns the bytes r holds, for collapse.Options.Size.
-func ResponseSize(r *Response) int64 {
-	if r == nil {
-		return 0
-	}
-	return int64(len(r.Payload)) + mdSize(r.Header) + mdSize(r.Trailer)
-}
-
-func mdSize(md metadata.MD) int64 {
-	var n int64
-	for k, vs := range md {
-		for _, v := range vs {
-			n += int64(len(k) + len(v))
-		}
-	}
-	return n
-}
-
-// MethodKinds tells which methods are unary and may be collapsed.
-type MethodKinds interface {
-	// Kind returns the kind of fullMethod ("/pkg.Service/Method"); it must not block.
-	Kind(fullMethod string) methodkind.Kind
+// Rules decides per method what the proxy does (implemented by
+// *policy.Decider).
+type Rules interface {
+	// Rule returns the rule of fullMethod ("/pkg.Service/Method"); it must
+	// not block.
+	Rule(fullMethod string) policy.Rule
 }
 
 // Observer is told about every request and backend call (implemented by
@@ -84,18 +59,30 @@ type Observer interface {
 	ObserveBackendCall(method string, code codes.Code, d time.Duration)
 }
 
-// Options configures a Proxy. Backend, Group, Kinds and KeyRule are required.
+// Options configures a Proxy. Backend, Rules and KeyRule are required.
 type Options struct {
 	// Backend is the connection calls are forwarded to.
 	Backend grpc.ClientConnInterface
-	// Group shares backend calls and caches their results for unary methods.
-	Group *collapse.Group[*Response]
-	// Kinds tells which methods are unary.
-	Kinds MethodKinds
+	// Rules says which methods are collapsed and how.
+	Rules Rules
 	// KeyRule derives the collapse key of a unary request.
 	KeyRule *requestkey.Rule
-	// BackendTimeout bounds each shared backend call (default DefaultBackendTimeout).
-	BackendTimeout time.Duration
+	// Cache bounds the results held (see collapse.Options; zero fields take
+	// collapse's defaults).
+	CacheMaxEntries    int
+	CacheMaxBytes      int64
+	CacheMaxEntryBytes int64
+	// MaxBackendCalls bounds the shared backend calls running at once
+	// (default DefaultMaxBackendCalls): one more waits within its timeout
+	// and while a caller waits for it, then fails with RESOURCE_EXHAUSTED.
+	MaxBackendCalls int
+	// PrivateHeaders are response headers or trailers, besides
+	// DefaultPrivateHeaders, that make a response private: it goes only to
+	// the caller whose call produced it and is never cached.
+	PrivateHeaders []string
+	// ReceiveTimeout bounds how long a collapsed call may take to deliver its
+	// request message (default DefaultReceiveTimeout).
+	ReceiveTimeout time.Duration
 	// MaxRecvMsgBytes bounds each message received from callers or the
 	// backend (default DefaultMaxMsgBytes).
 	MaxRecvMsgBytes int
@@ -108,13 +95,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Proxy forwards calls to a backend, collapsing identical unary calls.
+// Proxy forwards calls to a backend, collapsing identical calls of the
+// methods its rules say to collapse.
 type Proxy struct {
 	backend        grpc.ClientConnInterface
-	group          *collapse.Group[*Response]
-	kinds          MethodKinds
+	rules          Rules
 	keyRule        *requestkey.Rule
-	backendTimeout time.Duration
+	group          *collapse.Group[*Response]
+	private        headerSet
+	receiveTimeout time.Duration
 	maxRecv        int
 	maxSend        int
 	observer       Observer
@@ -122,23 +111,31 @@ type Proxy struct {
 	codec          *codec
 }
 
-// New checks o and returns a Proxy.
+// New checks o and returns a Proxy. Close it when done.
 func New(o Options) (*Proxy, error) {
 	switch {
 	case o.Backend == nil:
 		return nil, errors.New("proxy: Options.Backend is required")
-	case o.Group == nil:
-		return nil, errors.New("proxy: Options.Group is required")
-	case o.Kinds == nil:
-		return nil, errors.New("proxy: Options.Kinds is required")
+	case o.Rules == nil:
+		return nil, errors.New("proxy: Options.Rules is required")
 	case o.KeyRule == nil:
 		return nil, errors.New("proxy: Options.KeyRule is required")
-	case o.BackendTimeout < 0:
-		return nil, fmt.Errorf("proxy: Options.BackendTimeout %v is negative", o.BackendTimeout)
-	case o.MaxRecvMsgBytes < 0:
-		return nil, fmt.Errorf("proxy: Options.MaxRecvMsgBytes %d is negative", o.MaxRecvMsgBytes)
-	case o.MaxSendMsgBytes < 0:
-		return nil, fmt.Errorf("proxy: Options.MaxSendMsgBytes %d is negative", o.MaxSendMsgBytes)
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"CacheMaxEntries", int64(o.CacheMaxEntries)}, {"CacheMaxBytes", o.CacheMaxBytes}, {"CacheMaxEntryBytes", o.CacheMaxEntryBytes},
+		{"MaxBackendCalls", int64(o.MaxBackendCalls)}, {"ReceiveTimeout", int64(o.ReceiveTimeout)},
+		{"MaxRecvMsgBytes", int64(o.MaxRecvMsgBytes)}, {"MaxSendMsgBytes", int64(o.MaxSendMsgBytes)},
+	} {
+		if c.v < 0 {
+			return nil, fmt.Errorf("proxy: Options.%s %d is negative", c.name, c.v)
+		}
+	}
+	private, err := newHeaderSet(o.PrivateHeaders)
+	if err != nil {
+		return nil, err
 	}
 	c, err := newCodec()
 	if err != nil {
@@ -146,16 +143,24 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{
 		backend:        o.Backend,
-		group:          o.Group,
-		kinds:          o.Kinds,
+		rules:          o.Rules,
 		keyRule:        o.KeyRule,
-		backendTimeout: orDefault(o.BackendTimeout, DefaultBackendTimeout),
+		private:        private,
+		receiveTimeout: orDefault(o.ReceiveTimeout, DefaultReceiveTimeout),
 		maxRecv:        orDefault(o.MaxRecvMsgBytes, DefaultMaxMsgBytes),
 		maxSend:        orDefault(o.MaxSendMsgBytes, DefaultMaxMsgBytes),
 		observer:       o.Observer,
 		logger:         o.Logger,
 		codec:          c,
 	}
+	p.group = collapse.New(collapse.Options[*Response]{
+		MaxEntries:    o.CacheMaxEntries,
+		MaxBytes:      o.CacheMaxBytes,
+		MaxEntryBytes: o.CacheMaxEntryBytes,
+		Size:          responseSize,
+		Private:       func(r *Response) bool { return r != nil && r.Private },
+		MaxCalls:      orDefault(o.MaxBackendCalls, DefaultMaxBackendCalls),
+	})
 	if p.observer == nil {
 		p.observer = nopObserver{}
 	}
@@ -173,11 +178,11 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// ServerOptions returns the options to build the sidecar's grpc.Server: the
-// raw codec (per server, never registered globally; it falls back to the
-// standard proto codec for proto.Message values so grpc.health.v1 can be
-// served on the same server), message size limits and the
-// UnknownServiceHandler.
+// ServerOptions returns the options the proxy needs of the grpc.Server it
+// serves on: the raw codec (per server, never registered globally; it falls
+// back to the standard proto codec for proto.Message values so
+// grpc.health.v1 can be served on the same server), message size limits
+// and the UnknownServiceHandler.
 func (p *Proxy) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(p.codec),
@@ -187,6 +192,16 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 	}
 }
 
+// Stats returns a snapshot of the collapse engine's state, for gauges.
+func (p *Proxy) Stats() collapse.Stats {
+	return p.group.Stats()
+}
+
+// Close releases the engine's idle workers. Calls in flight complete.
+func (p *Proxy) Close() {
+	p.group.Close()
+}
+
 // handle serves every call to a method no service on the server registered.
 func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
@@ -194,10 +209,11 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 		p.observer.ObserveRequest("", OutcomeError, codes.Internal)
 		return status.Error(codes.Internal, "proxy: no method name in server stream")
 	}
-	if p.kinds.Kind(method) != methodkind.Unary {
-		return p.passthrough(ss, method)
+	rule := p.rules.Rule(method)
+	if rule.Action == policy.Collapse {
+		return p.unary(ss, method, rule)
 	}
-	return p.unary(ss, method)
+	return p.passthrough(ss, method, rule)
 }
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -8,7 +9,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -24,27 +25,32 @@ func TestNew_RejectsIncompleteOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := collapse.New(collapse.Options[*proxy.Response]{})
-	defer group.Close()
-	valid := proxy.Options{Backend: conn, Group: group, Kinds: greeterKinds, KeyRule: rule}
-	if _, err := proxy.New(valid); err != nil {
+	valid := proxy.Options{Backend: conn, Rules: passAll{}, KeyRule: rule}
+	p, err := proxy.New(valid)
+	if err != nil {
 		t.Fatalf("New(valid options): %v", err)
 	}
-	tests := map[string]func(*proxy.Options){
-		"no backend":               func(o *proxy.Options) { o.Backend = nil },
-		"no group":                 func(o *proxy.Options) { o.Group = nil },
-		"no kinds":                 func(o *proxy.Options) { o.Kinds = nil },
-		"no key rule":              func(o *proxy.Options) { o.KeyRule = nil },
-		"negative backend timeout": func(o *proxy.Options) { o.BackendTimeout = -1 },
-		"negative max recv":        func(o *proxy.Options) { o.MaxRecvMsgBytes = -1 },
-		"negative max send":        func(o *proxy.Options) { o.MaxSendMsgBytes = -1 },
+	p.Close()
+	tests := map[string]struct {
+		breakIt func(*proxy.Options)
+		want    string
+	}{
+		"no backend":              {func(o *proxy.Options) { o.Backend = nil }, "Options.Backend is required"},
+		"no rules":                {func(o *proxy.Options) { o.Rules = nil }, "Options.Rules is required"},
+		"no key rule":             {func(o *proxy.Options) { o.KeyRule = nil }, "Options.KeyRule is required"},
+		"negative receive":        {func(o *proxy.Options) { o.ReceiveTimeout = -1 }, "Options.ReceiveTimeout -1 is negative"},
+		"negative max recv":       {func(o *proxy.Options) { o.MaxRecvMsgBytes = -1 }, "Options.MaxRecvMsgBytes -1 is negative"},
+		"negative max send":       {func(o *proxy.Options) { o.MaxSendMsgBytes = -1 }, "Options.MaxSendMsgBytes -1 is negative"},
+		"negative backend calls":  {func(o *proxy.Options) { o.MaxBackendCalls = -1 }, "Options.MaxBackendCalls -1 is negative"},
+		"negative cache bytes":    {func(o *proxy.Options) { o.CacheMaxBytes = -1 }, "Options.CacheMaxBytes -1 is negative"},
+		"bad private header name": {func(o *proxy.Options) { o.PrivateHeaders = []string{"x-user;id"} }, `PrivateHeaders[0] "x-user;id"`},
 	}
-	for name, breakIt := range tests {
+	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			o := valid
-			breakIt(&o)
-			if _, err := proxy.New(o); err == nil {
-				t.Error("New succeeded, want an error")
+			tt.breakIt(&o)
+			if _, err := proxy.New(o); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: err = %v, want %q", err, tt.want)
 			}
 		})
 	}
@@ -74,3 +80,8 @@ func TestServerOptions_PlainServerAndClientKeepStandardProtobuf(t *testing.T) {
 		t.Errorf("direct SayHello = %v, %v; want hello direct", reply, err)
 	}
 }
+
+// passAll passes every method through.
+type passAll struct{}
+
+func (passAll) Rule(string) policy.Rule { return policy.Rule{} }

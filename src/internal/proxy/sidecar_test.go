@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -14,8 +15,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -29,17 +30,18 @@ const (
 	methodChat          = "/hello.v1.Greeter/Chat"
 )
 
-// kinds is a map-based proxy.MethodKinds; missing methods are Unknown.
-type kinds map[string]methodkind.Kind
+// kinds is a fixed methodkind table; missing methods are unknown.
+type kinds map[string]methodkind.Method
 
-func (k kinds) Kind(fullMethod string) methodkind.Kind { return k[fullMethod] }
+func (k kinds) Method(fullMethod string) methodkind.Method { return k[fullMethod] }
+func (k kinds) Methods() []string                          { return slices.Collect(maps.Keys(k)) }
 
-// greeterKinds knows the hello Greeter's methods.
+// greeterKinds knows the hello Greeter's methods, as hello.proto declares them.
 var greeterKinds = kinds{
-	methodSayHello:      methodkind.Unary,
-	methodStreamHellos:  methodkind.ServerStreaming,
-	methodCollectHellos: methodkind.ClientStreaming,
-	methodChat:          methodkind.BidiStreaming,
+	methodSayHello:      {Kind: methodkind.Unary, Idempotency: methodkind.NoSideEffects},
+	methodStreamHellos:  {Kind: methodkind.ServerStreaming},
+	methodCollectHellos: {Kind: methodkind.ClientStreaming},
+	methodChat:          {Kind: methodkind.BidiStreaming},
 }
 
 // requestRecord and backendRecord are what the recorder was told.
@@ -81,9 +83,13 @@ func (r *recorder) snapshot() ([]requestRecord, []backendRecord) {
 
 // sidecarConfig is what a test varies about the sidecar.
 type sidecarConfig struct {
-	ttl             time.Duration
-	kinds           proxy.MethodKinds // nil: greeterKinds
-	maxRecvMsgBytes int
+	ttl   time.Duration
+	kinds kinds // nil: greeterKinds
+	// policy, when set, replaces the default policy: collapse every unary
+	// method with ttl.
+	policy *policy.Defaults
+	// options, when set, edits the proxy's options.
+	options func(*proxy.Options)
 	// wrapBackend, when set, wraps the connection to the backend.
 	wrapBackend func(grpc.ClientConnInterface) grpc.ClientConnInterface
 }
@@ -92,7 +98,7 @@ type sidecarConfig struct {
 type sidecar struct {
 	client   hellov1.GreeterClient
 	conn     *grpc.ClientConn
-	group    *collapse.Group[*proxy.Response]
+	proxy    *proxy.Proxy
 	observed *recorder
 	health   *health.Server
 }
@@ -113,24 +119,32 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 	if err != nil {
 		t.Fatalf("key rule: %v", err)
 	}
-	group := collapse.New(collapse.Options[*proxy.Response]{TTL: cfg.ttl, Size: proxy.ResponseSize})
-	t.Cleanup(group.Close)
 	if cfg.kinds == nil {
 		cfg.kinds = greeterKinds
 	}
+	defaults := policy.Defaults{Collapse: policy.Always, CacheTTL: cfg.ttl, Timeout: testkit.DefaultTimeout}
+	if cfg.policy != nil {
+		defaults = *cfg.policy
+	}
+	store, err := policy.NewStore(defaults, "", nil, nil)
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
 	observed := &recorder{}
-	p, err := proxy.New(proxy.Options{
-		Backend:         backend,
-		Group:           group,
-		Kinds:           cfg.kinds,
-		KeyRule:         rule,
-		BackendTimeout:  testkit.DefaultTimeout,
-		MaxRecvMsgBytes: cfg.maxRecvMsgBytes,
-		Observer:        observed,
-	})
+	opts := proxy.Options{
+		Backend:  backend,
+		Rules:    policy.NewDecider(store, cfg.kinds, nil),
+		KeyRule:  rule,
+		Observer: observed,
+	}
+	if cfg.options != nil {
+		cfg.options(&opts)
+	}
+	p, err := proxy.New(opts)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
+	t.Cleanup(p.Close)
 	srv := grpc.NewServer(p.ServerOptions()...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -145,13 +159,13 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 		t.Fatalf("dial sidecar: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &sidecar{client: hellov1.NewGreeterClient(conn), conn: conn, group: group, observed: observed, health: hs}
+	return &sidecar{client: hellov1.NewGreeterClient(conn), conn: conn, proxy: p, observed: observed, health: hs}
 }
 
 // waitForWaiters waits until n callers wait in the sidecar's engine.
 func (s *sidecar) waitForWaiters(t testing.TB, n int) {
 	t.Helper()
-	testkit.WaitFor(t, "engine waiters", func() bool { return s.group.Stats().Waiters == n })
+	testkit.WaitFor(t, "engine waiters", func() bool { return s.proxy.Stats().Waiters == n })
 }
 
 // waitForRequests waits until the sidecar observed n requests and returns them.

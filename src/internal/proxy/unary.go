@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -11,47 +12,105 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/collapser/collapser/src/internal/callstatus"
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/policy"
 )
 
-// unary serves a call to a unary method through the collapse group: callers
-// with the same key share one backend call, and each gets exactly what that
-// call produced.
-func (p *Proxy) unary(ss grpc.ServerStream, method string) error {
+// The statuses grpc-go answers a unary call with that does not carry
+// exactly one request message; the proxy answers the same.
+var (
+	errNoRequest = status.Error(codes.Internal,
+		"cardinality violation: received no request message from non-client-streaming RPC")
+	errManyRequests = status.Error(codes.Internal,
+		"cardinality violation: received multiple request messages for non-client-streaming RPC")
+)
+
+// unary serves a call through the collapse group: callers with the same key
+// share one backend call, and each gets exactly what that call produced.
+func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule) error {
 	ctx := ss.Context()
 	md, _ := metadata.FromIncomingContext(ctx)
-	sub := contentSubtype(md)
-	var req frame
-	if err := ss.RecvMsg(&req); err != nil {
-		err = fmt.Errorf("proxy: receive request from caller: %w", err)
-		p.observer.ObserveRequest(method, OutcomeError, status.Code(err))
+	payload, err := p.receive(ctx, ss)
+	if err != nil {
+		p.observer.ObserveRequest(method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
-	key := p.keyRule.Key(method, sub, req.payload, md)
-	resp, outcome, err := p.group.Do(ctx, key, func() (*Response, error) {
-		// Only a leader's call runs this: hits and joins skip the copy.
-		return p.invoke(method, sub, req.payload, forwardable(md))
+	sub := contentSubtype(md)
+	key := p.keyRule.Key(method, sub, payload, md)
+	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
+		// Only a call this caller makes runs this: hits and joins skip the copy.
+		return p.invoke(c.Context(), method, sub, payload, md)
 	})
 	err = p.reply(ss, method, outcome, resp, err)
-	p.observer.ObserveRequest(method, outcome.String(), status.Code(err))
+	p.observer.ObserveRequest(method, outcome.String(), callerCode(ctx, err))
 	return err
 }
 
-// invoke makes the one backend call a group of callers shares. Its context is
-// detached from every caller (any of them may leave) and bounded by the
-// backend timeout. The error is the backend's status when it is not OK, so
-// the group never caches it; the Response carries it too, with the metadata
-// the backend sent alongside.
-func (p *Proxy) invoke(method, sub string, payload []byte, md metadata.MD) (*Response, error) {
-	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), p.backendTimeout)
-	defer cancel()
+// receive reads the call's one request message, and checks that no second
+// one follows, as grpc-go does for a unary method. It waits at most the
+// receive timeout, or the caller's deadline when that comes first.
+func (p *Proxy) receive(ctx context.Context, ss grpc.ServerStream) ([]byte, error) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= p.receiveTimeout {
+		return receiveOne(ss) // the caller's deadline bounds the wait
+	}
+	type received struct {
+		payload []byte
+		err     error
+	}
+	done := make(chan received, 1)
+	go func() {
+		// Returning from the handler ends the stream, which ends this
+		// receive: the goroutine never outlives the call.
+		payload, err := receiveOne(ss)
+		done <- received{payload, err}
+	}()
+	timer := time.NewTimer(p.receiveTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.payload, r.err
+	case <-timer.C:
+		return nil, status.Errorf(codes.DeadlineExceeded,
+			"collapser: request message not received within %v (COLLAPSER_RECEIVE_TIMEOUT)", p.receiveTimeout)
+	}
+}
+
+// receiveOne reads one request message, then expects the caller's half-close.
+func receiveOne(ss grpc.ServerStream) ([]byte, error) {
+	var req frame
+	if err := ss.RecvMsg(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errNoRequest
+		}
+		return nil, fmt.Errorf("proxy: receive request from caller: %w", err)
+	}
+	var extra frame
+	switch err := ss.RecvMsg(&extra); {
+	case err == nil:
+		return nil, errManyRequests
+	case !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("proxy: receive request from caller: %w", err)
+	}
+	return req.payload, nil
+}
+
+// invoke makes one backend call. Its context is the collapse call's: it
+// belongs to no caller, ends with the call's timeout and is cancelled when
+// every caller waiting for it has left. The caller's authority and headers
+// go with it. The error is the backend's status when it is not OK, so the
+// group never keeps it; the Response carries it too, with the metadata the
+// backend sent alongside.
+func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
+	ctx = metadata.NewOutgoingContext(ctx, forwardable(md))
 	var header, trailer metadata.MD
 	var out frame
-	opts := append(p.callOptions(sub), grpc.Header(&header), grpc.Trailer(&trailer))
+	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
 	start := time.Now()
 	err := p.backend.Invoke(ctx, method, &frame{payload: payload}, &out, opts...)
 	p.observer.ObserveBackendCall(method, status.Code(err), time.Since(start))
 	resp := &Response{Header: forwardable(header), Trailer: forwardable(trailer)}
+	resp.Private = p.private.privateIn(header) || p.private.privateIn(trailer)
 	if err != nil {
 		resp.Err = status.Convert(err).Err()
 		return resp, resp.Err
@@ -62,19 +121,14 @@ func (p *Proxy) invoke(method, sub string, payload []byte, md metadata.MD) (*Res
 
 // reply sends the caller what the shared call produced, or the status of
 // why there is nothing to send: the caller's own context ended, or the call
-// panicked (logged once, by its leader) or exited.
+// panicked (logged once, by its leader), found no slot, or exited.
 func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error) error {
 	var pe *collapse.PanicError
-	switch {
-	case errors.As(err, &pe):
-		if outcome == collapse.Lead {
-			p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
-		}
-		return status.Errorf(codes.Internal, "proxy: backend call for %s panicked: %v", method, pe.Value)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case resp == nil: // collapse.ErrGoexit
-		return status.Convert(err).Err()
+	if errors.As(err, &pe) && outcome == collapse.Lead {
+		p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
+	}
+	if resp == nil { // no backend answer: the status says why
+		return callstatus.Of(err).Err()
 	}
 	// The metadata maps are shared by every caller: SetHeader and SetTrailer
 	// merge them into the stream's own copies and never modify them.
@@ -88,4 +142,17 @@ func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outc
 	}
 	ss.SetTrailer(resp.Trailer)
 	return resp.Err
+}
+
+// callerCode is the code of the status the caller got for err. An error
+// that says the call was cancelled or ran out of time, when the caller's own
+// context has ended, takes the code its client reported (callstatus.Ended):
+// a caller whose deadline passed was told DEADLINE_EXCEEDED, whichever of
+// its cancellation and its deadline the server saw first.
+func callerCode(ctx context.Context, err error) codes.Code {
+	code := callstatus.Code(err)
+	if (code == codes.Canceled || code == codes.DeadlineExceeded) && ctx.Err() != nil {
+		return callstatus.Ended(ctx)
+	}
+	return code
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -141,7 +142,7 @@ func TestUnary_BackendStoppedMidCallFailsEveryWaiter(t *testing.T) {
 func TestUnary_OversizeMessagesAreResourceExhausted(t *testing.T) {
 	const limit = 1024
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{maxRecvMsgBytes: limit})
+	s := startSidecar(t, b.addr, sidecarConfig{options: func(o *proxy.Options) { o.MaxRecvMsgBytes = limit }})
 	ctx := testkit.Context(t)
 
 	if r := sayHello(ctx, s.client, strings.Repeat("n", 2*limit), ""); status.Code(r.err) != codes.ResourceExhausted {
