@@ -37,9 +37,10 @@ type progress struct {
 	done  atomic.Int64 // requests finished, with any outcome
 }
 
-// sendBurst sends spec's requests through client and returns each request's
-// result (indexed by request) and the burst's wall time.
-func sendBurst(ctx context.Context, client hellov1.GreeterClient, spec burstSpec, p *progress) ([]result, time.Duration) {
+// sendBurst sends spec's requests, each worker through one of clients in
+// turn, and returns each request's result (indexed by request) and the
+// burst's wall time.
+func sendBurst(ctx context.Context, clients []hellov1.GreeterClient, spec burstSpec, p *progress) ([]result, time.Duration) {
 	if spec.authorization != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", spec.authorization)
 	}
@@ -52,7 +53,8 @@ func sendBurst(ctx context.Context, client hellov1.GreeterClient, spec burstSpec
 	var next atomic.Int64 // index of the next request to send
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range workers {
+	for w := range workers {
+		client := clients[w%len(clients)]
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(spec.requests); i = next.Add(1) - 1 {
 				p.sent.Add(1)

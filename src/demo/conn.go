@@ -10,31 +10,43 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// conns are the run's connections; backend is target when both addresses
-// are the same.
+// conns are the run's connections: n to the target, and one to the
+// backend, the first target connection when both addresses are the same.
 type conns struct {
-	target, backend *grpc.ClientConn
+	targets []*grpc.ClientConn
+	backend *grpc.ClientConn
 }
 
-// dial connects to target and backend and waits until both are ready.
-func dial(ctx context.Context, target, backend string) (*conns, error) {
+// dial makes n connections to target and one to backend, and waits until
+// all are ready.
+func dial(ctx context.Context, target, backend string, n int) (*conns, error) {
 	c := &conns{}
-	var err error
-	if c.target, err = connect(ctx, "target", target); err != nil {
-		return nil, err
-	}
-	c.backend = c.target
-	if backend != target {
-		if c.backend, err = connect(ctx, "backend", backend); err != nil {
-			return nil, errors.Join(err, c.target.Close())
+	for range n {
+		conn, err := connect(ctx, "target", target)
+		if err != nil {
+			c.close()
+			return nil, err
 		}
+		c.targets = append(c.targets, conn)
+	}
+	c.backend = c.targets[0]
+	if backend != target {
+		conn, err := connect(ctx, "backend", backend)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.backend = conn
 	}
 	return c, nil
 }
 
 func (c *conns) close() {
-	_ = c.target.Close() // closing an idle client connection has nothing useful to report
-	if c.backend != c.target {
+	// Closing an idle client connection has nothing useful to report.
+	for _, conn := range c.targets {
+		_ = conn.Close()
+	}
+	if c.backend != nil && (len(c.targets) == 0 || c.backend != c.targets[0]) {
 		_ = c.backend.Close()
 	}
 }

@@ -20,6 +20,12 @@ import (
 // each read of the backend's counts.
 const DefaultConnectTimeout = 5 * time.Second
 
+// StreamsPerConnection is how many concurrent requests the demo sends over
+// one connection when Config.Connections is 0: a burst of many callers comes
+// from many clients, and a server bounds the calls one connection may have
+// open (the sidecar's default is 1,000).
+const StreamsPerConnection = 500
+
 // defaultProgressInterval is how often progress is written.
 const defaultProgressInterval = time.Second
 
@@ -35,6 +41,9 @@ type Config struct {
 	// Concurrency is how many requests of a burst are in flight at most;
 	// 0 = all of them at once.
 	Concurrency int
+	// Connections is how many connections to the target the requests are
+	// spread over; 0 = one per StreamsPerConnection concurrent requests.
+	Connections int
 	// Name is the HelloRequest name every request carries.
 	Name string
 	// Authorization is the first burst's authorization header; "" = none.
@@ -65,6 +74,9 @@ func (c *Config) validate() error {
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("concurrency must not be negative, got %d", c.Concurrency))
 	}
+	if c.Connections < 0 {
+		errs = append(errs, fmt.Errorf("connections must not be negative, got %d", c.Connections))
+	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout must not be negative, got %s", c.Timeout))
 	}
@@ -79,7 +91,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
 	}
-	conns, err := dial(ctx, cfg.Target, cfg.Backend)
+	conns, err := dial(ctx, cfg.Target, cfg.Backend, cfg.connections())
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +108,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	stopProgress := startProgress(cfg.Progress, cfg.ProgressInterval, p)
 	results := make([][]result, len(specs))
 	durations := make([]time.Duration, len(specs))
-	greeter := hellov1.NewGreeterClient(conns.target)
+	greeters := make([]hellov1.GreeterClient, len(conns.targets))
+	for i, conn := range conns.targets {
+		greeters[i] = hellov1.NewGreeterClient(conn)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, spec := range specs {
-		wg.Go(func() { results[i], durations[i] = sendBurst(ctx, greeter, spec, p) })
+		wg.Go(func() { results[i], durations[i] = sendBurst(ctx, greeters, spec, p) })
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -117,6 +132,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		latencies = append(latencies, okLatencies(results[i])...)
 	}
 	return newReport(bursts, after-before, elapsed, latencies), nil
+}
+
+// connections returns how many target connections the run uses.
+func (c *Config) connections() int {
+	if c.Connections > 0 {
+		return c.Connections
+	}
+	concurrent := c.Concurrency
+	if concurrent <= 0 || concurrent > c.Requests {
+		concurrent = c.Requests
+	}
+	if c.SecondAuthorization != "" {
+		concurrent *= 2
+	}
+	return (concurrent + StreamsPerConnection - 1) / StreamsPerConnection
 }
 
 // bursts returns the bursts cfg asks for, the first one first.

@@ -28,6 +28,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.demo.Backend, "backend", "localhost:50051", "gRPC `address` of the hello backend, where its own counts are read")
 	fs.IntVar(&o.demo.Requests, "requests", 10000, "requests per burst, all identical")
 	fs.IntVar(&o.demo.Concurrency, "concurrency", 10000, "most requests of a burst in flight at once")
+	fs.IntVar(&o.demo.Connections, "connections", 0, "connections the requests are spread over; 0: one per 500 concurrent requests")
 	fs.StringVar(&o.demo.Name, "name", "world", "`name` to greet in every request")
 	fs.StringVar(&o.demo.Authorization, "authorization", "", "authorization header `value` of the requests (e.g. \"Bearer alice\")")
 	fs.StringVar(&o.demo.SecondAuthorization, "second-authorization", "", "when set, a second burst with this authorization header `value` runs at the same time")

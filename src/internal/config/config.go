@@ -11,12 +11,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/command"
 	"github.com/collapser/collapser/src/internal/envflag"
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/serverlimits"
 )
 
 // EnvPrefix starts the name of every environment variable the sidecar reads.
@@ -27,19 +32,32 @@ type Sidecar struct {
 	Listen          string        // gRPC address callers use
 	Backend         string        // the backend's gRPC address
 	MetricsListen   string        // address of the Prometheus /metrics endpoint
-	CacheTTL        time.Duration // 0 disables the result cache
-	CacheMaxEntries int
-	CacheMaxBytes   int64
-	// CacheMaxEntryBytes: larger responses are shared in flight but not cached.
+	PolicyFile      string        // path of the per-method policy file; "" for none
+	DefaultCollapse policy.Mode   // the default rule's collapse mode
+	CacheTTL        time.Duration // the default rule's TTL; 0: collapse in flight only
+	// StaleWhileRevalidate and StaleIfError are the default rule's stale windows.
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
+	CacheMaxEntries      int
+	CacheMaxBytes        int64
+	// CacheMaxEntryBytes: larger results are shared in flight but not cached.
 	CacheMaxEntryBytes int64
-	BackendTimeout     time.Duration // bound of each shared backend call
+	BackendTimeout     time.Duration // the default rule's bound of each shared backend call
+	MaxBackendCalls    int           // shared backend calls running at once
+	ReceiveTimeout     time.Duration // how long a unary call may take to deliver its request
 	MaxRecvMsgBytes    int
 	MaxSendMsgBytes    int
-	KeyHeaders         []string // allow-list of headers in the key; empty: all but ignored ones
-	IgnoreHeaders      []string // extends the built-in ignore list
+	// MaxConnections, MaxConcurrentStreams and MaxHeaderBytes bound what
+	// callers can make the server hold (see serverlimits).
+	MaxConnections       int
+	MaxConcurrentStreams uint
+	MaxHeaderBytes       uint
+	KeyHeaders           []string // allow-list of headers in the key; empty: all but ignored ones
+	IgnoreHeaders        []string // extends the built-in ignore list
+	PrivateHeaders       []string // response headers that make a response private, besides set-cookie
 	// UnsafeShareAcrossCredentials drops credential headers from the key.
 	UnsafeShareAcrossCredentials bool
-	UnaryMethods                 []string // methods declared unary by the operator
+	UnaryMethods                 []string // methods declared unary and collapsed by the operator
 	DescriptorSet                string   // path of a FileDescriptorSet
 	Reflection                   bool     // learn method kinds from the backend
 	ShutdownTimeout              time.Duration
@@ -47,23 +65,30 @@ type Sidecar struct {
 	LogFormat                    string // "json" or "text"
 }
 
-// Default returns the settings used when nothing is configured.
+// Default returns the settings used when nothing is configured. Each value
+// is the named default of the package that owns the setting.
 func Default() Sidecar {
 	return Sidecar{
-		Listen:             ":50052",
-		Backend:            "localhost:50051",
-		MetricsListen:      ":2112",
-		CacheTTL:           100 * time.Millisecond,
-		CacheMaxEntries:    10_000,
-		CacheMaxBytes:      64 << 20,
-		CacheMaxEntryBytes: 1 << 20,
-		BackendTimeout:     10 * time.Second,
-		MaxRecvMsgBytes:    4 << 20,
-		MaxSendMsgBytes:    4 << 20,
-		Reflection:         true,
-		ShutdownTimeout:    15 * time.Second,
-		LogLevel:           slog.LevelWarn,
-		LogFormat:          "json",
+		Listen:               ":50052",
+		Backend:              "localhost:50051",
+		MetricsListen:        ":2112",
+		DefaultCollapse:      policy.Auto,
+		CacheTTL:             policy.DefaultCacheTTL,
+		CacheMaxEntries:      collapse.DefaultMaxEntries,
+		CacheMaxBytes:        collapse.DefaultMaxBytes,
+		CacheMaxEntryBytes:   collapse.DefaultMaxEntryBytes,
+		BackendTimeout:       policy.DefaultTimeout,
+		MaxBackendCalls:      proxy.DefaultMaxBackendCalls,
+		ReceiveTimeout:       proxy.DefaultReceiveTimeout,
+		MaxRecvMsgBytes:      proxy.DefaultMaxMsgBytes,
+		MaxSendMsgBytes:      proxy.DefaultMaxMsgBytes,
+		MaxConnections:       serverlimits.DefaultMaxConnections,
+		MaxConcurrentStreams: serverlimits.DefaultMaxConcurrentStreams,
+		MaxHeaderBytes:       serverlimits.DefaultMaxHeaderBytes,
+		Reflection:           true,
+		ShutdownTimeout:      15 * time.Second,
+		LogLevel:             slog.LevelWarn,
+		LogFormat:            "json",
 	}
 }
 
@@ -77,17 +102,27 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, e
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "the backend's gRPC `address`")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
-	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "how long a successful response is served from cache; 0 disables the cache")
+	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
+	fs.Var(collapseValue{&c.DefaultCollapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
+	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "how long a successful response is served from cache; 0: share calls in flight only")
+	fs.DurationVar(&c.StaleWhileRevalidate, "stale-while-revalidate", 0, "after the TTL, how long a response is served at once while one background call refreshes it")
+	fs.DurationVar(&c.StaleIfError, "stale-if-error", 0, "after the TTL, how long a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
 	fs.IntVar(&c.CacheMaxEntries, "cache-max-entries", c.CacheMaxEntries, "most responses held in the cache")
-	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", c.CacheMaxBytes, "most response bytes held in the cache")
-	fs.Int64Var(&c.CacheMaxEntryBytes, "cache-max-entry-bytes", c.CacheMaxEntryBytes, "larger responses are shared with waiting callers but not cached")
-	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "bound of each shared backend call, whatever its callers' deadlines")
+	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", c.CacheMaxBytes, "most bytes held in the cache, counting keys (request payload and headers), responses and per-entry overhead")
+	fs.Int64Var(&c.CacheMaxEntryBytes, "cache-max-entry-bytes", c.CacheMaxEntryBytes, "larger entries (key and response) are shared with waiting callers but not cached")
+	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
+	fs.IntVar(&c.MaxBackendCalls, "max-backend-calls", c.MaxBackendCalls, "most shared backend calls running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
+	fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", c.ReceiveTimeout, "how long a collapsed call may take to deliver its request message")
 	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", c.MaxRecvMsgBytes, "largest request (and backend response) accepted; larger ones fail with RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.MaxSendMsgBytes, "max-send-msg-bytes", c.MaxSendMsgBytes, "largest message sent; larger ones fail with RESOURCE_EXHAUSTED")
-	fs.Var(listValue{&c.KeyHeaders}, "key-headers", "comma-separated `headers` that make up the key (credentials are always added); empty: every header but the ignored ones")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most caller connections served at once; more wait to be accepted")
+	fs.UintVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most calls open at once on one connection")
+	fs.UintVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header list (method name and metadata) accepted")
+	fs.Var(listValue{&c.KeyHeaders}, "key-headers", "comma-separated `headers` that make up the key (credentials and :authority are always added); empty: every header but the ignored ones")
 	fs.Var(listValue{&c.IgnoreHeaders}, "ignore-headers", "comma-separated `headers` left out of the key, in addition to the built-in transport and tracing headers")
+	fs.Var(listValue{&c.PrivateHeaders}, "private-headers", "comma-separated response `headers` that make a response private (sent only to its own caller, never cached), besides set-cookie")
 	fs.BoolVar(&c.UnsafeShareAcrossCredentials, "unsafe-share-across-credentials", false, "UNSAFE: leave authorization, cookie and other credentials out of the key, so callers with different credentials share responses")
-	fs.Var(listValue{&c.UnaryMethods}, "unary-methods", "comma-separated `methods` (/pkg.Service/Method) to collapse, in addition to those learned from reflection or a descriptor set")
+	fs.Var(listValue{&c.UnaryMethods}, "unary-methods", "comma-separated `methods` (/pkg.Service/Method) to treat as unary and collapse, whatever their idempotency_level")
 	fs.StringVar(&c.DescriptorSet, "descriptor-set", "", "`path` of a FileDescriptorSet (protoc --descriptor_set_out) naming the backend's methods")
 	fs.BoolVar(&c.Reflection, "reflection", c.Reflection, "learn method kinds from the backend's server reflection")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long calls in flight may take to finish after SIGTERM")
@@ -121,12 +156,19 @@ func (c Sidecar) validate() error {
 		check(err == nil, a.flag, "%q is not host:port", a.addr)
 	}
 	check(c.CacheTTL >= 0, "cache-ttl", "must not be negative, got %v", c.CacheTTL)
+	check(c.StaleWhileRevalidate >= 0, "stale-while-revalidate", "must not be negative, got %v", c.StaleWhileRevalidate)
+	check(c.StaleIfError >= 0, "stale-if-error", "must not be negative, got %v", c.StaleIfError)
 	check(c.CacheMaxEntries > 0, "cache-max-entries", "must be positive, got %d", c.CacheMaxEntries)
 	check(c.CacheMaxBytes > 0, "cache-max-bytes", "must be positive, got %d", c.CacheMaxBytes)
 	check(c.CacheMaxEntryBytes > 0, "cache-max-entry-bytes", "must be positive, got %d", c.CacheMaxEntryBytes)
 	check(c.BackendTimeout > 0, "backend-timeout", "must be positive, got %v", c.BackendTimeout)
 	check(c.MaxRecvMsgBytes > 0, "max-recv-msg-bytes", "must be positive, got %d", c.MaxRecvMsgBytes)
 	check(c.MaxSendMsgBytes > 0, "max-send-msg-bytes", "must be positive, got %d", c.MaxSendMsgBytes)
+	check(c.MaxBackendCalls > 0, "max-backend-calls", "must be positive, got %d", c.MaxBackendCalls)
+	check(c.ReceiveTimeout > 0, "receive-timeout", "must be positive, got %v", c.ReceiveTimeout)
+	check(c.MaxConnections > 0, "max-connections", "must be positive, got %d", c.MaxConnections)
+	check(c.MaxConcurrentStreams > 0 && c.MaxConcurrentStreams <= math.MaxUint32, "max-concurrent-streams", "must be in [1, %d], got %d", uint32(math.MaxUint32), c.MaxConcurrentStreams)
+	check(c.MaxHeaderBytes >= 1024 && c.MaxHeaderBytes <= math.MaxUint32, "max-header-bytes", "must be in [1024, %d], got %d", uint32(math.MaxUint32), c.MaxHeaderBytes)
 	check(c.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", c.ShutdownTimeout)
 	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format", "must be json or text, got %q", c.LogFormat)
 	return errors.Join(errs...)
@@ -148,6 +190,36 @@ func (l listValue) Set(s string) error {
 		if item = strings.TrimSpace(item); item != "" {
 			*l.list = append(*l.list, item)
 		}
+	}
+	return nil
+}
+
+// collapseValue is the --default-collapse flag: auto, all or none.
+type collapseValue struct{ mode *policy.Mode }
+
+func (v collapseValue) String() string {
+	if v.mode == nil {
+		return "auto"
+	}
+	switch *v.mode {
+	case policy.Always:
+		return "all"
+	case policy.Never:
+		return "none"
+	}
+	return "auto"
+}
+
+func (v collapseValue) Set(s string) error {
+	switch s {
+	case "auto":
+		*v.mode = policy.Auto
+	case "all":
+		*v.mode = policy.Always
+	case "none":
+		*v.mode = policy.Never
+	default:
+		return fmt.Errorf("want auto, all or none")
 	}
 	return nil
 }

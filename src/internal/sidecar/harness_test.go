@@ -171,11 +171,14 @@ func waitServing(t testing.TB, conn *grpc.ClientConn) {
 	}
 }
 
+// httpClient bounds every HTTP call of the tests.
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
 // metricSum scrapes the sidecar's /metrics and returns the sum of the named
 // counter or gauge over the series whose labels include all of labels.
 func (r *runningSidecar) metricSum(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+	resp, err := httpClient.Get("http://" + r.metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/serverlimits"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -32,7 +33,12 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 		c.CacheTTL = 0
 		c.UnaryMethods = []string{sayHello}
 	})
-	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	// The callers come over several connections, as from many clients:
+	// one connection carries at most max-concurrent-streams calls at once.
+	clients := make([]hellov1.GreeterClient, burst/serverlimits.DefaultMaxConcurrentStreams)
+	for i := range clients {
+		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.DefaultTimeout)
 	defer cancel()
 
@@ -41,14 +47,14 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range burst {
 		wg.Go(func() {
-			replies[i], errs[i] = client.SayHello(ctx, &hellov1.HelloRequest{Name: "burst"})
+			replies[i], errs[i] = clients[i%len(clients)].SayHello(ctx, &hellov1.HelloRequest{Name: "burst"})
 		})
 	}
 	// The backend call is held until every caller waits for it: the burst
 	// fits in one backend latency by construction, whatever the machine.
-	for sc.group.Stats().Waiters < burst {
+	for sc.proxy.Stats().Waiters < burst {
 		if ctx.Err() != nil {
-			t.Fatalf("only %d of %d callers waiting", sc.group.Stats().Waiters, burst)
+			t.Fatalf("only %d of %d callers waiting", sc.proxy.Stats().Waiters, burst)
 		}
 		time.Sleep(time.Millisecond)
 	}

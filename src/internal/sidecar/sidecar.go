@@ -1,6 +1,7 @@
 // Package sidecar assembles the collapser from its parts: the backend
-// connection, the collapse engine, the method-kind resolver, the proxy, the
-// health service and the metrics endpoint, and runs them until told to stop.
+// connection, the method-kind resolver, the policy, the proxy (which owns the
+// collapse engine), the server's limits, the health service and the metrics
+// endpoint, and runs them until told to stop.
 package sidecar
 
 import (
@@ -24,8 +25,10 @@ import (
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/metrics"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
+	"github.com/collapser/collapser/src/internal/serverlimits"
 )
 
 // healthInterval is how often the backend's reachability is probed.
@@ -45,15 +48,18 @@ type Sidecar struct {
 	cfg      config.Sidecar
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
-	group    *collapse.Group[*proxy.Response]
+	proxy    *proxy.Proxy
 	resolver *methodkind.Resolver
+	policy   *policy.Store
+	limits   serverlimits.Limits
 	health   *health.Server
 	server   *grpc.Server
 	metrics  http.Handler
 }
 
 // New builds a Sidecar from cfg. It connects to nothing yet: the backend is
-// dialled lazily, so the sidecar may start before its backend.
+// dialled lazily, so the sidecar may start before its backend. A policy
+// file that cannot be read or is invalid is an error.
 func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 	rule, err := requestkey.NewRule(requestkey.RuleOptions{
 		KeyHeaders:             cfg.KeyHeaders,
@@ -74,6 +80,16 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
+	s, err := assemble(cfg, logger, backend, rule)
+	if err != nil {
+		backend.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// assemble connects the parts around the backend connection.
+func assemble(cfg config.Sidecar, logger *slog.Logger, backend *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -82,38 +98,57 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 		Logger:            logger,
 	})
 	if err != nil {
-		backend.Close()
 		return nil, fmt.Errorf("method kinds: %w", err)
 	}
-	group := collapse.New(collapse.Options[*proxy.Response]{
-		TTL:           cfg.CacheTTL,
-		MaxEntries:    cfg.CacheMaxEntries,
-		MaxBytes:      cfg.CacheMaxBytes,
-		MaxEntryBytes: cfg.CacheMaxEntryBytes,
-		Size:          proxy.ResponseSize,
-	})
+	// The metrics read the proxy's state and the rules at scrape time,
+	// which starts once Serve runs, after both exist.
+	var p *proxy.Proxy
+	var decider *policy.Decider
 	registry := metrics.NewRegistry()
-	observer, err := metrics.NewSidecar(registry, group.Stats)
+	observer, err := metrics.NewSidecar(registry, metrics.Sources{
+		Stats:   func() collapse.Stats { return p.Stats() },
+		Methods: func() map[string]metrics.MethodRule { return methodRules(decider.Rules()) },
+	})
 	if err != nil {
-		backend.Close()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	p, err := proxy.New(proxy.Options{
-		Backend:         backend,
-		Group:           group,
-		Kinds:           resolver,
-		KeyRule:         rule,
-		BackendTimeout:  cfg.BackendTimeout,
-		MaxRecvMsgBytes: cfg.MaxRecvMsgBytes,
-		MaxSendMsgBytes: cfg.MaxSendMsgBytes,
-		Observer:        observer,
-		Logger:          logger,
+	store, err := policy.NewStore(policy.Defaults{
+		Collapse:              cfg.DefaultCollapse,
+		CacheTTL:              cfg.CacheTTL,
+		StaleWhileRevalidate:  cfg.StaleWhileRevalidate,
+		StaleIfError:          cfg.StaleIfError,
+		Timeout:               cfg.BackendTimeout,
+		CollapseMethods:       cfg.UnaryMethods,
+		CollapseMethodsSource: config.EnvName("unary-methods"),
+	}, cfg.PolicyFile, logger, observer)
+	if err != nil {
+		return nil, err
+	}
+	decider = policy.NewDecider(store, resolver, logger)
+	p, err = proxy.New(proxy.Options{
+		Backend:            backend,
+		Rules:              decider,
+		KeyRule:            rule,
+		CacheMaxEntries:    cfg.CacheMaxEntries,
+		CacheMaxBytes:      cfg.CacheMaxBytes,
+		CacheMaxEntryBytes: cfg.CacheMaxEntryBytes,
+		MaxBackendCalls:    cfg.MaxBackendCalls,
+		PrivateHeaders:     cfg.PrivateHeaders,
+		ReceiveTimeout:     cfg.ReceiveTimeout,
+		MaxRecvMsgBytes:    cfg.MaxRecvMsgBytes,
+		MaxSendMsgBytes:    cfg.MaxSendMsgBytes,
+		Observer:           observer,
+		Logger:             logger,
 	})
 	if err != nil {
-		backend.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	server := grpc.NewServer(p.ServerOptions()...)
+	limits := serverlimits.Limits{
+		MaxConnections:       cfg.MaxConnections,
+		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
+		MaxHeaderBytes:       uint32(cfg.MaxHeaderBytes),
+	}
+	server := grpc.NewServer(append(p.ServerOptions(), limits.ServerOptions()...)...)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
@@ -122,12 +157,23 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 		cfg:      cfg,
 		logger:   logger,
 		backend:  backend,
-		group:    group,
+		proxy:    p,
 		resolver: resolver,
+		policy:   store,
+		limits:   limits,
 		health:   hs,
 		server:   server,
 		metrics:  metrics.Handler(registry),
 	}, nil
+}
+
+// methodRules turns the policy's rules into the metrics' view of them.
+func methodRules(rules map[string]policy.Rule) map[string]metrics.MethodRule {
+	out := make(map[string]metrics.MethodRule, len(rules))
+	for m, r := range rules {
+		out[m] = metrics.MethodRule{Action: r.Action.String(), Reason: r.Reason}
+	}
+	return out
 }
 
 // Serve serves gRPC on grpcLis and metrics on metricsLis until ctx ends or
@@ -145,9 +191,10 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 	var wg sync.WaitGroup
 	failed := make(chan error, 2)
 	wg.Go(func() { s.resolver.Run(ctx) })
+	wg.Go(func() { s.policy.Run(ctx, 0) })
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.logger) })
 	wg.Go(func() {
-		if err := s.server.Serve(grpcLis); err != nil {
+		if err := s.server.Serve(s.limits.Listener(grpcLis)); err != nil {
 			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
 		}
 	})
@@ -172,7 +219,7 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 		err = errors.Join(err, fmt.Errorf("stop metrics server: %w", mErr))
 	}
 	wg.Wait()
-	s.group.Close()
+	s.proxy.Close()
 	if cErr := s.backend.Close(); cErr != nil {
 		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
 	}

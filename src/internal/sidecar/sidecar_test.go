@@ -25,7 +25,7 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 	defer cancel()
 
 	// Until reflection has answered, calls pass through; wait for the kind.
-	for sc.resolver.Kind(sayHello).String() != "unary" {
+	for sc.resolver.Method(sayHello).Kind.String() != "unary" {
 		if ctx.Err() != nil {
 			t.Fatal("SayHello never learned as unary")
 		}
@@ -40,7 +40,7 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 			}
 		})
 	}
-	for sc.group.Stats().Waiters < n && ctx.Err() == nil {
+	for sc.proxy.Stats().Waiters < n && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 	close(backend.gate)
