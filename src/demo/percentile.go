@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// percentile returns the p-th percentile (0 < p <= 100) of sorted by the
+// Percentile returns the p-th percentile (0 < p <= 100) of sorted by the
 // nearest-rank method: the smallest value with at least p% of the values at or
 // below it. It returns 0 for no values.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}

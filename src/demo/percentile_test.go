@@ -33,8 +33,8 @@ func TestPercentile_NearestRank(t *testing.T) {
 		{"tiny p is min", ms(1, 2, 3), 0.001, 1 * time.Millisecond},
 	}
 	for _, tt := range tests {
-		if got := percentile(tt.sorted, tt.p); got != tt.want {
-			t.Errorf("%s: percentile(p=%v) = %v, want %v", tt.name, tt.p, got, tt.want)
+		if got := Percentile(tt.sorted, tt.p); got != tt.want {
+			t.Errorf("%s: Percentile(p=%v) = %v, want %v", tt.name, tt.p, got, tt.want)
 		}
 	}
 }

@@ -135,9 +135,9 @@ func collapseRatio(backendCalls int64, succeeded int) float64 {
 func latencyOf(latencies []time.Duration) Latency {
 	sorted := slices.Sorted(slices.Values(latencies))
 	return Latency{
-		P50: percentile(sorted, 50),
-		P90: percentile(sorted, 90),
-		P99: percentile(sorted, 99),
-		Max: percentile(sorted, 100),
+		P50: Percentile(sorted, 50),
+		P90: Percentile(sorted, 90),
+		P99: Percentile(sorted, 99),
+		Max: Percentile(sorted, 100),
 	}
 }

@@ -69,14 +69,16 @@ func (d *Decider) Rules() map[string]Rule {
 
 // explain logs, once per method and reason, why method passes through.
 func (d *Decider) explain(p *Policy, method string, r Rule) {
-	first, full := d.explained.First(r.Reason + " " + method)
+	name := logonce.Short(method)
+	// Keyed by the shortened name: long names a caller invents cost their
+	// first bytes, and those that share them are explained once.
+	first, full := d.explained.First(r.Reason + " " + name)
 	if full {
 		d.logger.Warn("too many distinct methods pass through: no more are logged", "limit", maxExplained)
 	}
 	if !first {
 		return
 	}
-	name := logonce.Short(method)
 	if r.Reason == ReasonUnknownKind {
 		d.logger.Warn("method kind unknown: its calls pass through without collapsing", "method", name,
 			"hint", "to collapse it, enable server reflection on the backend, or list it in COLLAPSER_UNARY_METHODS, "+

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -34,9 +35,10 @@ const sayHello = "/hello.v1.Greeter/SayHello"
 // the truth the tests compare the sidecar's behaviour with.
 type countingBackend struct {
 	hellov1.UnimplementedGreeterServer
-	calls   atomic.Int64
-	latency time.Duration
-	gate    chan struct{} // when not nil, calls wait for it to close
+	calls     atomic.Int64 // calls received
+	completed atomic.Int64 // calls answered after their whole latency
+	latency   time.Duration
+	gate      chan struct{} // when not nil, calls wait for it to close
 }
 
 func (b *countingBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
@@ -57,6 +59,7 @@ func (b *countingBackend) SayHello(ctx context.Context, req *hellov1.HelloReques
 			return nil, ctx.Err()
 		}
 	}
+	b.completed.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
 	caller := strings.Join(md.Get("authorization"), ",")
 	return &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Caller: caller, Call: n}, nil
@@ -71,6 +74,14 @@ func startBackend(t testing.TB, b hellov1.GreeterServer) string {
 // startBackendOn is startBackend on a given address.
 func startBackendOn(t testing.TB, addr string, b hellov1.GreeterServer) string {
 	t.Helper()
+	addr, _ = serveBackend(t, addr, b)
+	return addr
+}
+
+// serveBackend is startBackendOn that also returns the stop of the backend's
+// server, to kill it before the test ends.
+func serveBackend(t testing.TB, addr string, b hellov1.GreeterServer) (string, func()) {
+	t.Helper()
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +91,7 @@ func startBackendOn(t testing.TB, addr string, b hellov1.GreeterServer) string {
 	reflection.Register(s)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return lis.Addr().String(), s.Stop
 }
 
 // runningSidecar is a Sidecar serving on loopback ports.
@@ -95,12 +106,18 @@ type runningSidecar struct {
 // serveSidecar serves a Sidecar in front of backend until the test ends.
 func serveSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
 	t.Helper()
+	return serveSidecarLogging(t, backend, slog.New(slog.DiscardHandler), edit)
+}
+
+// serveSidecarLogging is serveSidecar logging to logger.
+func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Sidecar)) *runningSidecar {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Backend = backend
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,14 +154,20 @@ func serveSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *run
 // service reports SERVING.
 func startSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
 	t.Helper()
-	r := serveSidecar(t, backend, edit)
+	return startSidecarLogging(t, backend, slog.New(slog.DiscardHandler), edit)
+}
+
+// startSidecarLogging is startSidecar logging to logger.
+func startSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Sidecar)) *runningSidecar {
+	t.Helper()
+	r := serveSidecarLogging(t, backend, logger, edit)
 	waitServing(t, dial(t, r.addr))
 	return r
 }
 
-func dial(t testing.TB, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,17 +197,27 @@ func waitServing(t testing.TB, conn *grpc.ClientConn) {
 // httpClient bounds every HTTP call of the tests.
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
-// metricSum scrapes the sidecar's /metrics and returns the sum of the named
-// counter or gauge over the series whose labels include all of labels.
-func (r *runningSidecar) metricSum(t testing.TB, name string, labels map[string]string) float64 {
+// scrape returns the sidecar's /metrics page.
+func (r *runningSidecar) scrape(t testing.TB) []byte {
 	t.Helper()
 	resp, err := httpClient.Get("http://" + r.metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read /metrics: %v", err)
+	}
+	return page
+}
+
+// metricSum scrapes the sidecar's /metrics and returns the sum of the named
+// counter or gauge over the series whose labels include all of labels.
+func (r *runningSidecar) metricSum(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(r.scrape(t)))
 	if err != nil {
 		t.Fatalf("parse metrics: %v", err)
 	}

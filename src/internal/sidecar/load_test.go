@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/demo"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -77,35 +79,51 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	t.Logf("%d concurrent identical requests: %d backend call", burst, backend.calls.Load())
 }
 
-// sustained runs workers that send one identical request after another
-// through a sidecar for duration, against a backend of the given latency.
-// It returns the requests served, the backend's own call count and the time
-// the run took.
-func sustained(t testing.TB, workers int, latency, ttl, duration time.Duration) (requests, calls int64, elapsed time.Duration) {
-	backend := &countingBackend{latency: latency}
+// steady is a sustained-load run: workers send one identical request after
+// another through a sidecar for duration, against a backend of the given
+// latency, with the given TTL and stale-while-revalidate window.
+type steady struct {
+	workers                     int
+	latency, ttl, swr, duration time.Duration
+}
+
+// steadyResult is what a run measured: requests served, the backend's own
+// call count, the run's time and the requests' latency percentiles.
+type steadyResult struct {
+	requests, calls int64
+	elapsed         time.Duration
+	p50, p99        time.Duration
+}
+
+// sustained makes the run r.
+func sustained(t testing.TB, r steady) steadyResult {
+	backend := &countingBackend{latency: r.latency}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
-		c.CacheTTL = ttl
+		c.CacheTTL = r.ttl
+		c.StaleWhileRevalidate = r.swr
 		c.UnaryMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	ctx, cancel := context.WithTimeout(context.Background(), r.duration)
 	defer cancel()
 
 	end, _ := ctx.Deadline()
-	var served, failures atomic.Int64
+	var failures atomic.Int64
 	var firstFailure atomic.Value
+	latencies := make([][]time.Duration, r.workers)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range workers {
+	for w := range r.workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
+				sent := time.Now()
 				_, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "steady"})
 				// The sidecar learns the run's deadline from grpc-timeout and
 				// may report it a hair before the client's own timer fires.
 				atEnd := status.Code(err) == codes.DeadlineExceeded && time.Until(end) < 100*time.Millisecond
 				switch {
 				case err == nil:
-					served.Add(1)
+					latencies[w] = append(latencies[w], time.Since(sent))
 				case !atEnd:
 					failures.Add(1)
 					firstFailure.CompareAndSwap(nil, err.Error())
@@ -117,7 +135,12 @@ func sustained(t testing.TB, workers int, latency, ttl, duration time.Duration) 
 	if failures.Load() != 0 {
 		t.Errorf("%d requests failed, the first with %v", failures.Load(), firstFailure.Load())
 	}
-	return served.Load(), backend.calls.Load(), time.Since(start)
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	return steadyResult{
+		requests: int64(len(all)), calls: backend.calls.Load(), elapsed: time.Since(start),
+		p50: demo.Percentile(all, 50), p99: demo.Percentile(all, 99),
+	}
 }
 
 // TestLoad_SustainedAtMostOneBackendCallPerCycle checks the invariant under
@@ -130,14 +153,14 @@ func TestLoad_SustainedAtMostOneBackendCallPerCycle(t *testing.T) {
 		t.Skip("load test")
 	}
 	const latency, ttl = 50 * time.Millisecond, 100 * time.Millisecond
-	requests, calls, elapsed := sustained(t, 100, latency, ttl, 3*time.Second)
-	most := int64(elapsed/(latency+ttl)) + 1
-	t.Logf("%d requests in %v: %d backend calls, at most %d allowed", requests, elapsed.Round(time.Millisecond), calls, most)
-	if calls > most {
-		t.Errorf("backend calls = %d, more than one per latency+TTL (%d)", calls, most)
+	r := sustained(t, steady{workers: 100, latency: latency, ttl: ttl, duration: 3 * time.Second})
+	most := int64(r.elapsed/(latency+ttl)) + 1
+	t.Logf("%d requests in %v: %d backend calls, at most %d allowed", r.requests, r.elapsed.Round(time.Millisecond), r.calls, most)
+	if r.calls > most {
+		t.Errorf("backend calls = %d, more than one per latency+TTL (%d)", r.calls, most)
 	}
-	if calls < 2 {
-		t.Errorf("backend calls = %d: cached results never expired", calls)
+	if r.calls < 2 {
+		t.Errorf("backend calls = %d: cached results never expired", r.calls)
 	}
 }
 
@@ -146,13 +169,47 @@ func TestLoad_SustainedAtMostOneBackendCallPerCycle(t *testing.T) {
 func BenchmarkLoadSustained(b *testing.B) {
 	const latency, ttl, duration = 50 * time.Millisecond, 100 * time.Millisecond, 10 * time.Second
 	for b.Loop() {
-		requests, calls, elapsed := sustained(b, 100, latency, ttl, duration)
-		want := float64(elapsed) / float64(latency+ttl)
-		b.ReportMetric(float64(requests), "requests")
-		b.ReportMetric(float64(calls), "backend-calls")
+		r := sustained(b, steady{workers: 100, latency: latency, ttl: ttl, duration: duration})
+		want := float64(r.elapsed) / float64(latency+ttl)
+		b.ReportMetric(float64(r.requests), "requests")
+		b.ReportMetric(float64(r.calls), "backend-calls")
 		b.ReportMetric(want, "expected-calls")
-		b.ReportMetric(100*math.Abs(float64(calls)-want)/want, "%off")
-		b.ReportMetric(1-float64(calls)/float64(requests), "collapse-ratio")
+		b.ReportMetric(100*math.Abs(float64(r.calls)-want)/want, "%off")
+		b.ReportMetric(1-float64(r.calls)/float64(r.requests), "collapse-ratio")
+	}
+}
+
+// BenchmarkLoadStaleWhileRevalidate runs the same steady load without and
+// with a stale-while-revalidate window, one after the other, and reports
+// the latency percentiles of both: without it, every TTL expiry makes the
+// callers of the hot key wait a whole backend call. Run it once: make load.
+func BenchmarkLoadStaleWhileRevalidate(b *testing.B) {
+	const latency, ttl, duration = 50 * time.Millisecond, 100 * time.Millisecond, 10 * time.Second
+	for b.Loop() {
+		for _, run := range []struct {
+			name string
+			swr  time.Duration
+		}{{"no-swr", 0}, {"swr-1s", time.Second}} {
+			r := sustained(b, steady{workers: 100, latency: latency, ttl: ttl, swr: run.swr, duration: duration})
+			b.ReportMetric(float64(r.p50.Microseconds())/1000, run.name+"-p50-ms")
+			b.ReportMetric(float64(r.p99.Microseconds())/1000, run.name+"-p99-ms")
+			b.ReportMetric(float64(r.calls), run.name+"-backend-calls")
+		}
+	}
+}
+
+// TestLoad_StaleWhileRevalidateKeepsCallersFromWaiting checks what the
+// benchmark measures: with a window, no caller of the hot key waits a
+// backend call after the first, so p99 stays far below the latency.
+func TestLoad_StaleWhileRevalidateKeepsCallersFromWaiting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const latency, ttl = 200 * time.Millisecond, 50 * time.Millisecond
+	r := sustained(t, steady{workers: 20, latency: latency, ttl: ttl, swr: time.Minute, duration: 2 * time.Second})
+	t.Logf("%d requests: p50 %v, p99 %v, %d backend calls", r.requests, r.p50, r.p99, r.calls)
+	if r.p99 >= latency/2 {
+		t.Errorf("p99 = %v, want callers answered without waiting for the backend (%v)", r.p99, latency)
 	}
 }
 
