@@ -97,6 +97,19 @@ func Default() Sidecar {
 // for -h (the error is then flag.ErrHelp) and after a bad flag.
 func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, error) {
 	c := Default()
+	fs := flagSet(&c)
+	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
+		return Sidecar{}, err
+	}
+	if err := command.ParseFlags(fs, args, out, out); err != nil {
+		return Sidecar{}, err
+	}
+	return c, c.validate()
+}
+
+// flagSet returns the sidecar's flags, each setting its field of c and
+// taking c's value as its default.
+func flagSet(c *Sidecar) *flag.FlagSet {
 	fs := flag.NewFlagSet("collapser", flag.ContinueOnError)
 	fs.Usage = envflag.Usage(fs, EnvPrefix, "cache-ttl")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
@@ -128,14 +141,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, e
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long calls in flight may take to finish after SIGTERM")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: json or text")
-
-	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
-		return Sidecar{}, err
-	}
-	if err := command.ParseFlags(fs, args, out, out); err != nil {
-		return Sidecar{}, err
-	}
-	return c, c.validate()
+	return fs
 }
 
 // EnvName returns the environment variable read for a flag.
