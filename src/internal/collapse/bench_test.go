@@ -38,7 +38,6 @@ func BenchmarkBaseline(b *testing.B) {
 // BenchmarkGroupHit serves a fresh cached result.
 func BenchmarkGroupHit(b *testing.B) {
 	g := New(Options[[]byte]{})
-	defer g.Close()
 	ctx := context.Background()
 	g.Do(ctx, "key", benchOpts, benchCall)
 	b.ReportAllocs()
@@ -52,7 +51,6 @@ func BenchmarkGroupHit(b *testing.B) {
 // flight: the stale-while-revalidate path every caller but the first takes.
 func BenchmarkGroupStale(b *testing.B) {
 	g := New(Options[[]byte]{})
-	defer g.Close()
 	ctx := context.Background()
 	opts := &CallOptions{TTL: time.Nanosecond, StaleWhileRevalidate: time.Hour}
 	g.Do(ctx, "key", opts, benchCall)
@@ -79,7 +77,6 @@ func BenchmarkGroupStale(b *testing.B) {
 // keys; run it with -cpu 1,2 to see that no lock is shared by all keys.
 func BenchmarkGroupHitParallel(b *testing.B) {
 	g := New(Options[[]byte]{})
-	defer g.Close()
 	ctx := context.Background()
 	keys := make([]string, 1024)
 	for i := range keys {
@@ -104,7 +101,6 @@ func BenchmarkGroupHitParallel(b *testing.B) {
 // blocking: the time is the follower's own cost, without the leader's call.
 func BenchmarkGroupJoin(b *testing.B) {
 	g := New(Options[[]byte]{})
-	defer g.Close()
 	release := make(chan struct{})
 	started := make(chan struct{})
 	go g.Do(context.Background(), "key", nil, func(*Call) ([]byte, error) {
@@ -130,7 +126,6 @@ func BenchmarkGroupJoin(b *testing.B) {
 // every call leads.
 func BenchmarkGroupLead(b *testing.B) {
 	g := New(Options[[]byte]{})
-	defer g.Close()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -7,9 +7,10 @@ import (
 
 // shard is one independently locked part of a Group's key space.
 type shard[V any] struct {
-	mu   sync.RWMutex
-	m    map[string]*entry[V] // calls in flight and held results, by key
-	heap entryHeap[V]         // held results, the first to go first
+	group *Group[V]
+	mu    sync.RWMutex
+	m     map[string]*entry[V] // calls in flight and held results, by key
+	heap  entryHeap[V]         // held results, the first to go first
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
 }

@@ -34,10 +34,15 @@ func (p *PanicError) Error() string {
 type Call struct {
 	parent  context.Context // context.Background for shared calls
 	timeout time.Duration
+	// leader is the context of the caller whose goroutine runs the call, and
+	// leaver is told when it ends first; nil for calls no caller runs.
+	leader context.Context
+	leaver interface{ leave() }
 
 	mu       sync.Mutex
-	ctx      context.Context    // made on first use: most calls never need it in tests and benchmarks
+	ctx      context.Context    // made on first use: a call that never asks for it costs nothing
 	cancel   context.CancelFunc // of ctx
+	stop     func() bool        // stops watching leader
 	canceled bool               // cancel was asked for before ctx was made
 }
 
@@ -55,6 +60,10 @@ func (c *Call) Context() context.Context {
 		}
 		if c.canceled {
 			c.cancel()
+		} else if c.leader != nil {
+			// Only a call that can be cancelled needs to know when its
+			// leader leaves.
+			c.stop = context.AfterFunc(c.leader, c.leaver.leave)
 		}
 	}
 	return c.ctx
@@ -70,6 +79,17 @@ func (c *Call) abort() {
 	}
 }
 
+// finish ends the call: its context is cancelled, which releases its timer,
+// and the leader is no longer watched.
+func (c *Call) finish() {
+	c.abort()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stop != nil {
+		c.stop()
+	}
+}
+
 // protect runs fn with c and turns a panic into a *PanicError; a
 // runtime.Goexit in fn is not stopped (callers complete the call in a defer).
 // The call's context is released when fn ends, however it ends.
@@ -78,7 +98,7 @@ func protect[V any](c *Call, fn func(*Call) (V, error)) (v V, err error) {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
-		c.abort()
+		c.finish()
 	}()
 	return fn(c)
 }

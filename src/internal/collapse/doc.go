@@ -9,11 +9,15 @@
 // it) and stale-if-error (served instead of a failed call's error), then gone.
 // Keys with different options live side by side in one Group.
 //
-// The call runs on a worker goroutine owned by the Group, with a context that
-// belongs to no caller: a caller that gives up (its context ends) leaves the
-// others waiting for the same result, and when the last of them has left the
-// call's context is cancelled (unless CallOptions.Finish says to keep it for
-// the cache). Errors and panics reach every waiter and are never kept. A
+// The call runs on the leader's goroutine, with a context that belongs to no
+// caller: a caller that gives up (its context ends) leaves the others waiting
+// for the same result, and when the last of them has left the call's context
+// is cancelled (unless CallOptions.Finish says to keep it for the cache). A
+// follower returns as soon as its own context ends; the leader's Do returns
+// when the call does, which a gRPC caller never waits for: its client ends
+// the call on its own deadline or cancellation, and so does grpc-go's server.
+// Only a stale-while-revalidate refresh, which no caller waits for, gets a
+// goroutine of its own. Errors and panics reach every waiter and are never kept. A
 // value the Options call private goes only to its leader; the followers make
 // calls of their own.
 //

@@ -41,6 +41,14 @@ type entry[V any] struct {
 	index     int       // in the shard's heap; -1 when not held
 }
 
+// leave counts the leader out of the callers waiting for e's call, when its
+// context ended during the call.
+func (e *entry[V]) leave() {
+	if e.waiting.Add(-1) == 0 {
+		e.shard.group.abandon(e)
+	}
+}
+
 // gone is when a held result stops being served at all.
 func (e *entry[V]) gone() int64 {
 	return max(e.swrEnd, e.sieEnd)

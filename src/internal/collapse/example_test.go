@@ -10,7 +10,6 @@ import (
 
 func Example() {
 	g := collapse.New(collapse.Options[string]{})
-	defer g.Close()
 
 	opts := &collapse.CallOptions{TTL: 100 * time.Millisecond}
 	load := func(*collapse.Call) (string, error) { return "answer", nil }

@@ -39,9 +39,6 @@ type Group[V any] struct {
 	waiters  atomic.Int64
 	entries  atomic.Int64 // results held, across shards
 	bytes    atomic.Int64 // what they count, across shards
-
-	handoff chan *entry[V] // idle workers receive new calls here
-	closed  chan struct{}  // closed by Close: idle workers exit
 }
 
 // EntryOverhead is what every result counts against Options.MaxBytes besides
@@ -59,14 +56,13 @@ func New[V any](opts Options[V]) *Group[V] {
 		private:       opts.Private,
 		seed:          maphash.MakeSeed(),
 		epoch:         time.Now(),
-		handoff:       make(chan *entry[V]),
-		closed:        make(chan struct{}),
 	}
 	if opts.MaxCalls > 0 {
 		g.slots = semaphore.NewWeighted(int64(opts.MaxCalls))
 	}
 	g.now = func() int64 { return int64(time.Since(g.epoch)) }
 	for i := range g.shards {
+		g.shards[i].group = g
 		g.shards[i].m = make(map[string]*entry[V])
 	}
 	return g
@@ -85,9 +81,9 @@ func orDefault[T int | int64](v, def T) T {
 // within opts.StaleWhileRevalidate, while one background call refreshes it;
 // and within opts.StaleIfError, when the call failed.
 //
-// fn runs on a goroutine of the Group with a Call whose context belongs to
-// no caller: a caller whose ctx ends first gets ctx.Err() and the call goes
-// on for the others; when the last of them leaves, the call's context is
+// fn runs on the leader's goroutine with a Call whose context belongs to no
+// caller: a caller whose ctx ends first gets ctx.Err() and the call goes on
+// for the others; when the last of them leaves, the call's context is
 // cancelled (unless opts.Finish). fn's error reaches every caller that waits
 // for it and is never kept; a panic in fn reaches them as a *PanicError.
 // opts may be nil (share the call while it runs, keep nothing).
@@ -145,7 +141,7 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 			r := g.newEntry(s, key, opts, fn, e)
 			r.background = true
 			s.m[key] = r
-			g.start(r)
+			go g.run(r) // nobody waits: the refresh has its own goroutine
 		}
 		v := e.val
 		s.mu.Unlock()
@@ -164,15 +160,29 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 	}
 	e = g.newEntry(s, key, opts, fn, prev)
 	e.waiting.Store(1)
+	e.call.leader, e.call.leaver = ctx, e
 	s.m[key] = e
 	s.mu.Unlock()
+	return g.lead(ctx, e)
+}
 
-	g.start(e)
-	v, o, err := g.wait(ctx, e, Lead)
-	if o == Private { // the leader's own call: its value is the leader's
-		return e.val, Lead, e.err
+// lead runs e's call on the leader's own goroutine. The call's context is
+// not the leader's: when the leader's context ends first, its caller has its
+// answer already (its client ended the call), and the goroutine goes on
+// with the call for the followers, until the last of them leaves too.
+func (g *Group[V]) lead(ctx context.Context, e *entry[V]) (V, Outcome, error) {
+	g.waiters.Add(1)
+	g.run(e)
+	g.waiters.Add(-1)
+	if err := ctx.Err(); err != nil {
+		var zero V
+		return zero, Lead, err
 	}
-	return v, o, err
+	switch {
+	case e.staleOnError:
+		return e.val, StaleOnError, nil
+	}
+	return e.val, Lead, e.err // a private value is the leader's own
 }
 
 // newEntry returns the entry of a new call for key. The caller holds s.mu.
@@ -278,10 +288,4 @@ func (g *Group[V]) Stats() Stats {
 		Entries:  int(g.entries.Load()),
 		Bytes:    g.bytes.Load(),
 	}
-}
-
-// Close lets idle worker goroutines exit. Calls in flight complete; Do keeps
-// working after Close, without reusing workers. Call it once.
-func (g *Group[V]) Close() {
-	close(g.closed)
 }

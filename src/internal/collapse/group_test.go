@@ -100,13 +100,27 @@ func TestGroup_PanicReachesEveryWaiterAndWorkerSurvives(t *testing.T) {
 
 func TestGroup_GoexitReachesEveryWaiter(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
-	r := do(g, "k", nil, func(*Call) (string, error) {
-		runtime.Goexit()
-		return "", nil
-	})
-	if !errors.Is(r.err, ErrGoexit) {
-		t.Errorf("err = %v, want ErrGoexit", r.err)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		g.Do(context.Background(), "k", nil, func(*Call) (string, error) {
+			close(started)
+			<-release
+			runtime.Goexit() // ends the leader's goroutine, as it asks
+			return "", nil
+		})
+		t.Error("Do returned to a leader whose call ran runtime.Goexit")
+	}()
+	recv(t, started)
+	follower := doAsync(g, context.Background(), "k", nil, value("x", nil))
+	waitWaiters(t, g, 2)
+	close(release)
+	if r := recv(t, follower); !errors.Is(r.err, ErrGoexit) {
+		t.Errorf("follower err = %v, want ErrGoexit", r.err)
 	}
+	<-leaderDone
 	if g.Stats().InFlight != 0 {
 		t.Errorf("call still in flight after Goexit")
 	}
@@ -122,13 +136,15 @@ func TestGroup_LeaderLeavingDoesNotFailFollowers(t *testing.T) {
 	follower := doAsync(g, context.Background(), "k", nil, call.fn)
 	waitWaiters(t, g, 2)
 
+	// The call runs on the leader's goroutine: the leader's Do returns when
+	// it ends (a gRPC caller has its answer from its own client by then).
 	cancel()
-	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) || r.outcome != Lead {
-		t.Errorf("leader got %+v, want canceled", r)
-	}
 	close(call.release)
 	if r := recv(t, follower); r.val != "v" || r.err != nil {
 		t.Errorf("follower got %+v, want v", r)
+	}
+	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) || r.outcome != Lead {
+		t.Errorf("leader got %+v, want canceled", r)
 	}
 	if n := len(call.ended); n != 0 {
 		t.Errorf("the call's context ended %d times while a follower waited", n)
@@ -165,7 +181,7 @@ func TestGroup_LastWaiterLeavingCancelsTheCall(t *testing.T) {
 	waitWaiters(t, g, 2)
 
 	cancel1()
-	recv(t, leader)
+	testkit.WaitFor(t, "the leader to leave", func() bool { return waiting(g, "k") == 1 })
 	select {
 	case err := <-call.ended:
 		t.Fatalf("call ended (%v) while a follower still waited", err)
@@ -175,6 +191,9 @@ func TestGroup_LastWaiterLeavingCancelsTheCall(t *testing.T) {
 	recv(t, follower)
 	if err := recv(t, call.ended); !errors.Is(err, context.Canceled) {
 		t.Errorf("call's context ended with %v, want Canceled", err)
+	}
+	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) {
+		t.Errorf("leader got %+v, want canceled", r)
 	}
 
 	// The key is free at once: the next caller leads a call of its own.
@@ -197,9 +216,11 @@ func TestGroup_FinishKeepsAnAbandonedCallForTheCache(t *testing.T) {
 	leader := doAsync(g, ctx, "k", opts, call.fn)
 	recv(t, call.started)
 	cancel()
-	recv(t, leader)
+	time.Sleep(10 * time.Millisecond) // the call would be cancelled by now
 	close(call.release)
-	testkit.WaitFor(t, "the call to complete", func() bool { return g.Stats().InFlight == 0 })
+	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) {
+		t.Errorf("leader got %+v, want canceled", r)
+	}
 	if n := len(call.ended); n != 0 {
 		t.Errorf("the call's context ended although Finish is set")
 	}
@@ -254,7 +275,6 @@ func TestGroup_MaxCallsQueuesWithinTheCallersWait(t *testing.T) {
 
 func TestGroup_ConcurrentMixedKeys(t *testing.T) {
 	g := New(Options[string]{MaxEntries: 50, MaxCalls: 4})
-	defer g.Close()
 	opts := []*CallOptions{
 		{TTL: time.Millisecond},
 		{TTL: time.Microsecond, StaleWhileRevalidate: time.Millisecond},

@@ -2,6 +2,7 @@ package collapse
 
 import (
 	"context"
+	"hash/maphash"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,6 @@ func newTestGroup[V any](t *testing.T, opts Options[V]) (*Group[V], *atomic.Int6
 	g := New(opts)
 	var clock atomic.Int64
 	g.now = clock.Load
-	t.Cleanup(g.Close)
 	return g, &clock
 }
 
@@ -108,4 +108,15 @@ func do(g *Group[string], key string, opts *CallOptions, fn func(*Call) (string,
 func waitWaiters(t *testing.T, g *Group[string], n int) {
 	t.Helper()
 	testkit.WaitFor(t, "waiters", func() bool { return g.Stats().Waiters == n })
+}
+
+// waiting returns how many callers wait for key's call in flight.
+func waiting(g *Group[string], key string) int32 {
+	s := &g.shards[maphash.String(g.seed, key)&(shardCount-1)]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.m[key]; e != nil {
+		return e.waiting.Load()
+	}
+	return 0
 }

@@ -187,8 +187,14 @@ func TestDecider_BoundsWhatItRemembersAndShortensNames(t *testing.T) {
 		d.Rule(fmt.Sprintf("%s%d", long, i))
 	}
 	// 300 names of 256 KiB each: 75 MiB if logged whole.
-	if logged := logs.Bytes(); logged > 300<<10 {
+	if logged := logs.Bytes(); logged > 64<<10 {
 		t.Errorf("logged %d bytes, want the names shortened", logged)
+	}
+	for i := range 2 * maxExplained {
+		d.Rule(fmt.Sprintf("/a.B/M%d", i))
+	}
+	if n := logs.Count(slog.LevelWarn, "method kind unknown", "", ""); n > maxExplained {
+		t.Errorf("logged %d methods, want at most %d", n, maxExplained)
 	}
 	if n := logs.Count(slog.LevelWarn, "too many distinct methods", "", ""); n != 1 {
 		t.Errorf("bound reached logged %d times, want once", n)

@@ -77,7 +77,6 @@ func TestCodec_IsNotRegisteredGlobally(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	defer p.Close()
 	grpc.NewServer(p.ServerOptions()...).Stop()
 
 	if _, isRaw := encoding.GetCodecV2("proto").(*codec); isRaw {

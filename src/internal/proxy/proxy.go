@@ -111,7 +111,7 @@ type Proxy struct {
 	codec          *codec
 }
 
-// New checks o and returns a Proxy. Close it when done.
+// New checks o and returns a Proxy.
 func New(o Options) (*Proxy, error) {
 	switch {
 	case o.Backend == nil:
@@ -195,11 +195,6 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 // Stats returns a snapshot of the collapse engine's state, for gauges.
 func (p *Proxy) Stats() collapse.Stats {
 	return p.group.Stats()
-}
-
-// Close releases the engine's idle workers. Calls in flight complete.
-func (p *Proxy) Close() {
-	p.group.Close()
 }
 
 // handle serves every call to a method no service on the server registered.

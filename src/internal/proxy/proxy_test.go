@@ -26,11 +26,9 @@ func TestNew_RejectsIncompleteOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	valid := proxy.Options{Backend: conn, Rules: passAll{}, KeyRule: rule}
-	p, err := proxy.New(valid)
-	if err != nil {
+	if _, err := proxy.New(valid); err != nil {
 		t.Fatalf("New(valid options): %v", err)
 	}
-	p.Close()
 	tests := map[string]struct {
 		breakIt func(*proxy.Options)
 		want    string

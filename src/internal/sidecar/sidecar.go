@@ -219,7 +219,6 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 		err = errors.Join(err, fmt.Errorf("stop metrics server: %w", mErr))
 	}
 	wg.Wait()
-	s.proxy.Close()
 	if cErr := s.backend.Close(); cErr != nil {
 		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
 	}

@@ -4,53 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
-// workerIdle is how long a worker goroutine waits for another call before it
-// exits. Reusing workers keeps goroutine start-up and its allocation off the
-// leader's path under steady load.
-const workerIdle = 5 * time.Second
-
-// start hands e to an idle worker, or starts a new one.
-func (g *Group[V]) start(e *entry[V]) {
-	select {
-	case g.handoff <- e:
-	default:
-		go g.work(e)
-	}
-}
-
-// work runs e's call, then further calls handed to it, until a whole
-// workerIdle passed without a call or the Group is closed. The idle timer is
-// reset once per workerIdle, not once per call: a worker exits after
-// between one and two idle periods.
-func (g *Group[V]) work(e *entry[V]) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		g.run(e)
-		for worked := true; ; worked = false {
-			select {
-			case e = <-g.handoff:
-			case <-idle.C:
-				if !worked {
-					return
-				}
-				idle.Reset(workerIdle)
-				continue
-			case <-g.closed:
-				return
-			}
-			break
-		}
-	}
-}
-
 // run makes e's call once it holds a slot, and completes e whatever happens:
-// a return, no slot in time, a panic (recovered, so the worker and the
-// process survive) or runtime.Goexit (which ends the worker after e is
-// completed).
+// a return, no slot in time, a panic (recovered: the goroutine and the
+// process survive) or runtime.Goexit (which then goes on ending the
+// goroutine, as it asked).
 func (g *Group[V]) run(e *entry[V]) {
 	holding := e.background // a refresh took its slot when it was started
 	returned := false
@@ -65,6 +24,7 @@ func (g *Group[V]) run(e *entry[V]) {
 	}()
 	if !holding {
 		if err := g.acquireFor(e); err != nil {
+			e.call.finish()
 			e.err = err
 			returned = true
 			g.complete(e)
