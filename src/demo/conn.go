@@ -11,12 +11,12 @@ import (
 )
 
 // conns are the run's connections; backend is target when both addresses
-// are the same.
+// are the same, nil when there is no backend address.
 type conns struct {
 	target, backend *grpc.ClientConn
 }
 
-// dial connects to target and backend and waits until both are ready.
+// dial connects to target and backend ("" = none) and waits until both are ready.
 func dial(ctx context.Context, target, backend string) (*conns, error) {
 	c := &conns{}
 	var err error
@@ -24,7 +24,9 @@ func dial(ctx context.Context, target, backend string) (*conns, error) {
 		return nil, err
 	}
 	c.backend = c.target
-	if backend != target {
+	if backend == "" {
+		c.backend = nil
+	} else if backend != target {
 		if c.backend, err = connect(ctx, "backend", backend); err != nil {
 			return nil, errors.Join(err, c.target.Close())
 		}
@@ -34,7 +36,7 @@ func dial(ctx context.Context, target, backend string) (*conns, error) {
 
 func (c *conns) close() {
 	_ = c.target.Close() // closing an idle client connection has nothing useful to report
-	if c.backend != c.target {
+	if c.backend != nil && c.backend != c.target {
 		_ = c.backend.Close()
 	}
 }
