@@ -77,3 +77,10 @@ func (c metricsCounter) sayHelloCount(ctx context.Context) (int64, error) {
 	}
 	return 0, fmt.Errorf("read SayHello count from backend metrics %s: no %s{method=%q}", c.url, requestsMetric, hellov1.Greeter_SayHello_FullMethodName)
 }
+
+// BackendMetricsCount reads the hello backend's own SayHello count from its
+// Prometheus metrics at url (http://host:2113/metrics), as a run with
+// Config.BackendMetrics does before and after its bursts.
+func BackendMetricsCount(ctx context.Context, url string) (int64, error) {
+	return newMetricsCounter(url).sayHelloCount(ctx)
+}

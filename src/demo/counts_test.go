@@ -31,6 +31,9 @@ func TestRun_CountsFromBackendMetricsEqualTheRequestsThatReachedIt(t *testing.T)
 			t.Errorf("run %d: errors=%d backend_calls=%d, want 0, %d", run+1, r.Errors, r.BackendCalls, n)
 		}
 	}
+	if got, err := BackendMetricsCount(testkit.Context(t), metrics.URL+"/metrics"); err != nil || got != 2*n {
+		t.Errorf("BackendMetricsCount = %d, %v; want %d", got, err, 2*n)
+	}
 }
 
 func TestMetricsCounter_FailsClearlyWithoutTheCounter(t *testing.T) {
