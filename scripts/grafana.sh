@@ -15,6 +15,10 @@ if [[ -z "${kubectl}" ]]; then
 fi
 command -v "${kubectl}" >/dev/null || { echo "grafana: ${kubectl} not found; set KUBECTL=/path/to/kubectl" >&2; exit 1; }
 
+if ! "${kubectl}" --context "${context}" get namespace collapser >/dev/null 2>&1; then
+  echo "grafana: no namespace collapser in ${context} (${kubectl}): make cluster && make deploy first" >&2
+  exit 1
+fi
 if ! "${kubectl}" --context "${context}" --namespace collapser get service collapser-grafana >/dev/null 2>&1; then
   cat >&2 <<MSG
 grafana: release collapser in ${context} has no Grafana (service collapser-grafana).
