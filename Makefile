@@ -23,14 +23,21 @@ export PROTOC_GEN_GO_VERSION := v1.36.12
 export PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 export KIND_VERSION := v0.33.0
 export HELM_VERSION := v3.22.0
+export HELM4_VERSION := v4.3.1
 export CT_VERSION := v3.14.0
+export KUBECONFORM_VERSION := v0.8.0
+export HELM_DOCS_VERSION := v1.14.2
+# The Kubernetes version whose API the chart is validated against (kubeconform),
+# and the prometheus-operator release whose ServiceMonitor CRD is used.
+export KUBE_SCHEMA_VERSION := v1.34.4
+export PROMETHEUS_OPERATOR_VERSION := v0.85.0
 # The Prometheus module built into the chart's Prometheus image where none can be pulled.
 export PROMETHEUS_MODULE_VERSION := v0.316.0
 
 # The kind cluster of make cluster/deploy/demo/grafana.
 KIND_CLUSTER ?= collapser
-# kubectl, used only by make grafana (its port-forward).
-KUBECTL ?= kubectl
+# kubectl for make grafana; empty: one on PATH, else the kind-offline kit's.
+KUBECTL ?=
 
 # Benchmark filter and duration; packages measured by `make bench`.
 BENCH ?= .
@@ -107,11 +114,20 @@ images-gobuild: ## Build the same images compiling inside GO_IMAGE (needs a regi
 prometheus-image: ## Pull the chart's Prometheus image, or build it from the Go module proxy.
 	./scripts/prometheus-image.sh
 
-tools: ## Install the pinned kind, helm and ct into ./bin.
+tools: ## Install the pinned kind, helm (3), helm4, ct, kubeconform and helm-docs into ./bin.
 	./scripts/tools.sh
 
-chart-lint: verify-dashboards ## helm lint --strict the chart with each ci/ values file, then ct lint.
+chart-lint: verify-dashboards ## Helm 3 and 4: lint --strict, render every values file through kubeconform -strict; ct lint; verify-chart-docs.
 	./scripts/chart-lint.sh
+
+chart-docs: ## Regenerate the values table of charts/collapser/README.md from values.yaml (helm-docs).
+	./scripts/chart-docs.sh update
+
+verify-chart-docs: ## Fail if the chart README's values table differs from values.yaml.
+	./scripts/chart-docs.sh verify
+
+chart-install: ## On the kind cluster: ct install (Helm 3, every ci/ file, helm test), then a Helm 4 install and test (CT_SET=...).
+	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/chart-install.sh
 
 cluster: ## Create the kind cluster "collapser" (KIND_NODE_IMAGE, KIND_CONFIG, KIND_OFFLINE_DIR).
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/cluster.sh up
@@ -120,10 +136,10 @@ deploy: ## Build images, load them into kind, helm upgrade --install with Promet
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh
 
 demo: ## Burst through the Service (helm test): prints the backend's own call count and the collapse ratio.
-	PATH="$(CURDIR)/bin:$$PATH" helm test collapser --namespace collapser --kube-context kind-$(KIND_CLUSTER) --logs
+	PATH="$(CURDIR)/bin:$$PATH" helm test collapser --namespace collapser --kube-context kind-$(KIND_CLUSTER)
 
-grafana: ## Forward Grafana to http://localhost:3000 (KUBECTL=kubectl; kubectl is not go-installable).
-	$(KUBECTL) --context kind-$(KIND_CLUSTER) --namespace collapser port-forward svc/collapser-grafana 3000:3000
+grafana: ## Forward Grafana to http://localhost:3000 (KUBECTL: a kubectl on PATH or the kind-offline kit's).
+	KIND_CLUSTER=$(KIND_CLUSTER) KUBECTL=$(KUBECTL) ./scripts/grafana.sh
 
 cluster-down: ## Delete the kind cluster.
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/cluster.sh down
@@ -137,4 +153,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load fuzz lint fmt generate verify-generated dashboards verify-dashboards images images-gobuild prometheus-image tools chart-lint cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load fuzz lint fmt generate verify-generated dashboards verify-dashboards images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo

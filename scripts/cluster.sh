@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# Creates (up) or deletes (down) the local kind cluster of `make deploy`.
+# Creates (up) or deletes (down) the local kind cluster of `make deploy`,
+# `make e2e` with E2E_REUSE_CLUSTER=1 and `make chart-install`.
 #   KIND_CLUSTER     cluster name (collapser)
-#   KIND_NODE_IMAGE  node image; default: kind's own. Without a registry, build
-#                    one with kind-offline (KIND_OFFLINE_DIR=... uses its
-#                    build.sh and kind-config.yaml)
-#   KIND_CONFIG      kind config file
+#   KIND_NODE_IMAGE, KIND_CONFIG, KIND_OFFLINE_DIR: see scripts/kind-env.sh
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,15 +16,11 @@ case "${1:-}" in
       echo "cluster: ${cluster} exists"
       exit 0
     fi
-    image="${KIND_NODE_IMAGE:-}"
-    config="${KIND_CONFIG:-}"
-    if [[ -n "${KIND_OFFLINE_DIR:-}" ]]; then
-      [[ -n "${image}" ]] || image="$("${KIND_OFFLINE_DIR}/build.sh" | tail -n 1)"
-      [[ -n "${config}" ]] || config="${KIND_OFFLINE_DIR}/kind-config.yaml"
-    fi
+    # shellcheck source=kind-env.sh
+    source "${root}/scripts/kind-env.sh"
     args=(create cluster --name "${cluster}" --wait 5m)
-    [[ -z "${image}" ]] || args+=(--image "${image}")
-    [[ -z "${config}" ]] || args+=(--config "${config}")
+    [[ -z "${KIND_NODE_IMAGE}" ]] || args+=(--image "${KIND_NODE_IMAGE}")
+    [[ -z "${KIND_CONFIG}" ]] || args+=(--config "${KIND_CONFIG}")
     kind "${args[@]}"
     ;;
   down)

@@ -11,14 +11,15 @@ import (
 )
 
 // conns are the run's connections: n to the target, and one to the
-// backend, the first target connection when both addresses are the same.
+// backend (nil when there is no backend address), the first target
+// connection when both addresses are the same.
 type conns struct {
 	targets []*grpc.ClientConn
 	backend *grpc.ClientConn
 }
 
-// dial makes n connections to target and one to backend, and waits until
-// all are ready.
+// dial makes n connections to target and one to backend ("" = none), and
+// waits until all are ready.
 func dial(ctx context.Context, target, backend string, n int) (*conns, error) {
 	c := &conns{}
 	for range n {
@@ -29,8 +30,11 @@ func dial(ctx context.Context, target, backend string, n int) (*conns, error) {
 		}
 		c.targets = append(c.targets, conn)
 	}
-	c.backend = c.targets[0]
-	if backend != target {
+	switch backend {
+	case "":
+	case target:
+		c.backend = c.targets[0]
+	default:
 		conn, err := connect(ctx, "backend", backend)
 		if err != nil {
 			c.close()
@@ -46,7 +50,7 @@ func (c *conns) close() {
 	for _, conn := range c.targets {
 		_ = conn.Close()
 	}
-	if c.backend != nil && (len(c.targets) == 0 || c.backend != c.targets[0]) {
+	if c.backend != nil && c.backend != c.targets[0] {
 		_ = c.backend.Close()
 	}
 }

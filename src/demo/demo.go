@@ -1,7 +1,7 @@
 // Package demo sends bursts of identical SayHello requests to a target (the
 // collapser sidecar, or the hello backend itself) and reports what happened:
 // errors, latencies, and how many calls the backend really served, read from
-// the backend's own Stats service before and after the bursts.
+// the backend's own Stats service or metrics before and after the bursts.
 package demo
 
 import (
@@ -34,8 +34,14 @@ type Config struct {
 	// Target is where the bursts are sent (host:port, plaintext).
 	Target string
 	// Backend is where Stats.GetCounts is read (host:port, plaintext): the
-	// hello backend itself, never through the sidecar.
+	// hello backend itself, never through the sidecar. Exactly one of Backend
+	// and BackendMetrics is set.
 	Backend string
+	// BackendMetrics is the URL of the hello backend's Prometheus metrics
+	// (http://host:2113/metrics), where the count is read from
+	// hello_requests_total instead: for a backend whose gRPC port only its
+	// sidecar can reach, as the chart runs it.
+	BackendMetrics string
 	// Requests is how many requests each burst sends; it must be positive.
 	Requests int
 	// Concurrency is how many requests of a burst are in flight at most;
@@ -65,8 +71,8 @@ func (c *Config) validate() error {
 	if c.Target == "" {
 		errs = append(errs, errors.New("target is empty"))
 	}
-	if c.Backend == "" {
-		errs = append(errs, errors.New("backend is empty"))
+	if (c.Backend == "") == (c.BackendMetrics == "") {
+		errs = append(errs, errors.New("set exactly one of backend and backend metrics URL"))
 	}
 	if c.Requests <= 0 {
 		errs = append(errs, fmt.Errorf("requests must be positive, got %d", c.Requests))
@@ -84,8 +90,9 @@ func (c *Config) validate() error {
 }
 
 // Run connects to the target and the backend, reads the backend's SayHello
-// count, sends the burst(s), reads the count again and reports. It fails when
-// either address cannot be reached or the counts cannot be read; failed
+// count (Stats, or its metrics), sends the burst(s), reads the count again and
+// reports. It fails when either address cannot be reached or the counts cannot
+// be read; failed
 // requests are counted in the Report, not returned as an error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
@@ -96,8 +103,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer conns.close()
-	stats := hellov1.NewStatsClient(conns.backend)
-	before, err := sayHelloCount(ctx, stats, cfg.Backend)
+	var backend counter = newMetricsCounter(cfg.BackendMetrics)
+	if cfg.Backend != "" {
+		backend = statsCounter{client: hellov1.NewStatsClient(conns.backend), addr: cfg.Backend}
+	}
+	before, err := backend.sayHelloCount(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	elapsed := time.Since(start)
 	stopProgress()
 
-	after, err := sayHelloCount(ctx, stats, cfg.Backend)
+	after, err := backend.sayHelloCount(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -158,15 +168,4 @@ func (c *Config) bursts() []burstSpec {
 	second := first
 	second.authorization = c.SecondAuthorization
 	return []burstSpec{first, second}
-}
-
-// sayHelloCount reads the backend's SayHello count.
-func sayHelloCount(ctx context.Context, stats hellov1.StatsClient, backend string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
-	defer cancel()
-	reply, err := stats.GetCounts(ctx, &hellov1.GetCountsRequest{})
-	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend %s: %w", backend, err)
-	}
-	return reply.GetByMethod()[hellov1.Greeter_SayHello_FullMethodName], nil
 }

@@ -110,7 +110,8 @@ func TestRun_RejectsInvalidConfig(t *testing.T) {
 		want string
 	}{
 		{"no target", Config{Backend: "b", Requests: 1}, "target is empty"},
-		{"no backend", Config{Target: "t", Requests: 1}, "backend is empty"},
+		{"no backend", Config{Target: "t", Requests: 1}, "set exactly one of backend and backend metrics URL"},
+		{"two backends", Config{Target: "t", Backend: "b", BackendMetrics: "http://b/metrics", Requests: 1}, "set exactly one"},
 		{"zero requests", Config{Target: "t", Backend: "b"}, "requests must be positive"},
 		{"negative concurrency", Config{Target: "t", Backend: "b", Requests: 1, Concurrency: -1}, "concurrency"},
 		{"negative timeout", Config{Target: "t", Backend: "b", Requests: 1, Timeout: -time.Second}, "timeout"},

@@ -42,6 +42,9 @@ func TestRender_TogglesAddAndRemoveComponents(t *testing.T) {
 		{"dashboard for an existing Grafana", []string{"dashboards.enabled=true"}, [][]string{base, {"ConfigMap/" + fullname + "-dashboards"}}},
 		{"no service account", []string{"serviceAccount.create=false"}, [][]string{{"Deployment/" + fullname, "Pod/" + fullname + "-test-collapse", "Service/" + fullname}}},
 		{"no test pod", []string{"tests.enabled=false"}, [][]string{{"Deployment/" + fullname, "Service/" + fullname, "ServiceAccount/" + fullname}}},
+		{"network policy", []string{"networkPolicy.enabled=true"}, [][]string{base, {"NetworkPolicy/" + fullname}}},
+		{"disruption budget", []string{"podDisruptionBudget.enabled=true"}, [][]string{base, {"PodDisruptionBudget/" + fullname}}},
+		{"policy", []string{"collapser.policy.default.collapse=auto"}, [][]string{base, {"ConfigMap/" + fullname + "-policy"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +60,7 @@ func TestRender_TogglesAddAndRemoveComponents(t *testing.T) {
 	}
 }
 
-func TestRender_ServiceExposesGRPCMetricsAndBackendStats(t *testing.T) {
+func TestRender_ServiceExposesGRPCAndMetricsButNoBackendPort(t *testing.T) {
 	r := render(t, "")
 	svc := r.services[fullname]
 	ports := servicePorts(svc)
@@ -65,9 +68,9 @@ func TestRender_ServiceExposesGRPCMetricsAndBackendStats(t *testing.T) {
 		port   int32
 		target string
 	}{
-		"grpc":          {50052, "grpc"},
-		"metrics":       {2112, "metrics"},
-		"backend-stats": {50051, "backend-grpc"},
+		"grpc":            {50052, "grpc"},
+		"metrics":         {2112, "metrics"},
+		"backend-metrics": {2113, "backend-metrics"},
 	}
 	if len(ports) != len(want) {
 		t.Errorf("ports %v, want %v", ports, want)
@@ -119,13 +122,21 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("restartPolicy = %s, want Never", pod.Spec.RestartPolicy)
 	}
+	// Deleted when it passes (it used to outlive the release), kept when it fails;
+	// helm prints its logs before deleting it.
+	if got, want := pod.Annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded"; got != want {
+		t.Errorf("hook-delete-policy = %q, want %q", got, want)
+	}
+	if got, want := pod.Annotations["helm.sh/hook-output-log-policy"], "hook-succeeded,hook-failed"; got != want {
+		t.Errorf("hook-output-log-policy = %q, want %q", got, want)
+	}
 	c := container(t, pod.Spec, "democlient")
 	if c.Image != "collapser/democlient:0.1.0" {
 		t.Errorf("image = %q", c.Image)
 	}
 	want := []string{
 		"--target=" + fullname + ":50052",
-		"--backend=" + fullname + ":50051",
+		"--backend-metrics=http://" + fullname + ":2113/metrics",
 		"--requests=10000",
 		"--concurrency=10000",
 		"--timeout=10s",
@@ -137,8 +148,16 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 	}
 	// Both addresses are ports of the Service.
 	ports := servicePorts(r.services[fullname])
-	if ports["grpc"].Port != 50052 || ports["backend-stats"].Port != 50051 {
+	if ports["grpc"].Port != 50052 || ports["backend-metrics"].Port != 2113 {
 		t.Errorf("Service ports %v do not match the test's addresses", ports)
+	}
+	if c.Resources.Requests.Cpu().String() != "50m" || c.Resources.Limits.Memory().String() != "256Mi" {
+		t.Errorf("resources = %+v, want tests.resources (50m CPU, 256Mi limit)", c.Resources)
+	}
+	custom := render(t, "", "tests.resources.limits.memory=1Gi").pods[fullname+"-test-collapse"]
+	if limits := container(t, custom.Spec, "democlient").Resources.Limits; limits.Memory().String() != "1Gi" {
+		got := limits.Memory().String()
+		t.Errorf("tests.resources.limits.memory=1Gi gave limit %s", got)
 	}
 }
 
@@ -148,9 +167,13 @@ func TestRender_NotesPrintTheCommandsToReachEverything(t *testing.T) {
 		want []string
 	}{
 		{"ci/default-values.yaml", []string{
-			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112",
-			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 50051:50051",
-			"helm test demo --namespace lab --logs",
+			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112 2113:2113",
+			"go run ./src/cmd/democlient --target localhost:50052 --backend-metrics http://localhost:2113/metrics",
+			"helm test demo --namespace lab\n",
+		}},
+		{"ci/backend-off-values.yaml", []string{
+			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112\n",
+			"the sidecar forwards to 127.0.0.1:50051 in the pod",
 		}},
 		{"ci/observability-values.yaml", []string{
 			"kubectl --namespace lab port-forward service/" + fullname + "-grafana 3000:3000",
@@ -160,11 +183,16 @@ func TestRender_NotesPrintTheCommandsToReachEverything(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			notes := render(t, tt.file).notes
+			notes := render(t, tt.file).notes + "\n"
 			for _, w := range tt.want {
 				if !strings.Contains(notes, w) {
 					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
 				}
+			}
+			// One port-forward to the Service holds every local port it needs: two
+			// would both try to bind localhost:50052.
+			if n := strings.Count(notes, "port-forward service/"+fullname+" "); n != 1 {
+				t.Errorf("%d port-forwards to service/%s, want 1 (each would bind localhost:50052):\n%s", n, fullname, notes)
 			}
 		})
 	}

@@ -216,6 +216,7 @@ func TestRender_ServiceMonitorSelectsTheMetricsService(t *testing.T) {
 			Path          string `json:"path"`
 			Interval      string `json:"interval"`
 			ScrapeTimeout string `json:"scrapeTimeout"`
+			HonorLabels   bool   `json:"honorLabels"`
 		} `json:"endpoints"`
 	}
 	b, err := json.Marshal(sm["spec"])
@@ -251,11 +252,63 @@ func TestRender_ServiceMonitorSelectsTheMetricsService(t *testing.T) {
 		if _, ok := ports[e.Port]; !ok {
 			t.Errorf("endpoint port %s is not a port of the metrics Service", e.Port)
 		}
-		if e.Interval != "5s" || e.Path != "/metrics" {
-			t.Errorf("endpoint %+v, want /metrics every 5s", e)
+		if e.Interval != "5s" || e.Path != "/metrics" || e.HonorLabels {
+			t.Errorf("endpoint %+v, want /metrics every 5s, honorLabels false", e)
 		}
 	}
 	if !slices.Equal(got, []string{"metrics", "backend-metrics"}) {
 		t.Errorf("endpoints = %v, want [metrics backend-metrics]", got)
+	}
+}
+
+func TestRender_ServiceMonitorTakesRelabelingsHonorLabelsAndJobLabel(t *testing.T) {
+	sm := render(t, allFeatures).serviceMonitors[fullname]
+	b, err := json.Marshal(sm["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		JobLabel  string `json:"jobLabel"`
+		Endpoints []struct {
+			Port              string           `json:"port"`
+			HonorLabels       bool             `json:"honorLabels"`
+			Relabelings       []map[string]any `json:"relabelings"`
+			MetricRelabelings []map[string]any `json:"metricRelabelings"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.JobLabel != "app.kubernetes.io/name" {
+		t.Errorf("jobLabel = %q", spec.JobLabel)
+	}
+	if len(spec.Endpoints) != 2 {
+		t.Fatalf("%d endpoints, want 2", len(spec.Endpoints))
+	}
+	for _, e := range spec.Endpoints {
+		if !e.HonorLabels || len(e.Relabelings) != 1 || e.Relabelings[0]["targetLabel"] != "node" ||
+			len(e.MetricRelabelings) != 1 || e.MetricRelabelings[0]["action"] != "drop" {
+			t.Errorf("endpoint %s = %+v, want honorLabels and the values' relabelings", e.Port, e)
+		}
+	}
+}
+
+func TestRender_ServiceMonitorWithoutItsCRDFailsClearly(t *testing.T) {
+	_, err := renderWith(loadChart(t), userValues(t, "", "serviceMonitor.enabled=true"), capabilities())
+	if err == nil {
+		t.Fatal("rendered a ServiceMonitor for a cluster without its CRD")
+	}
+	for _, want := range []string{"no monitoring.coreos.com/v1 ServiceMonitor", "install the Prometheus Operator's CRDs", "--api-versions"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestRender_PrometheusExtraArgsFollowTheChartsFlags(t *testing.T) {
+	d := render(t, allFeatures).deployments[fullname+"-prometheus"]
+	args := container(t, d.Spec.Template.Spec, "prometheus").Args
+	if len(args) == 0 || args[len(args)-1] != "--web.enable-lifecycle" || !slices.Contains(args, "--config.file=/etc/prometheus/prometheus.yml") {
+		t.Errorf("args = %v, want the chart's flags then --web.enable-lifecycle", args)
 	}
 }

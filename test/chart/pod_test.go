@@ -100,7 +100,7 @@ func TestRender_DefaultCIValuesFileIsEmpty(t *testing.T) {
 	}
 }
 
-func TestRender_PodRunsSidecarAndBackendWithGRPCProbes(t *testing.T) {
+func TestRender_PodRunsSidecarAndLoopbackBackendWithProbesKubeletCanReach(t *testing.T) {
 	r := render(t, "")
 	d := r.deployments[fullname]
 	spec := d.Spec.Template.Spec
@@ -123,14 +123,22 @@ func TestRender_PodRunsSidecarAndBackendWithGRPCProbes(t *testing.T) {
 		t.Errorf("no ServiceAccount %s", fullname)
 	}
 
+	// The backend's gRPC listener is on loopback, out of kubelet's reach: it is probed
+	// over HTTP on its metrics port, which answers with its gRPC health status.
+	if got := envMap(container(t, spec, "hello-backend"))["HELLO_LISTEN"]; got != "127.0.0.1:50051" {
+		t.Errorf("HELLO_LISTEN = %q, want 127.0.0.1:50051 (loopback: only the sidecar may call the backend)", got)
+	}
+	if got := envMap(container(t, spec, "collapser"))["COLLAPSER_BACKEND"]; got != "127.0.0.1:50051" {
+		t.Errorf("COLLAPSER_BACKEND = %q, want 127.0.0.1:50051", got)
+	}
 	tests := []struct {
 		container string
 		image     string
-		grpcPort  int32
+		grpcPort  int32 // 0: probed by GET /healthz on the metrics port
 		ports     map[string]int32
 	}{
 		{"collapser", "collapser/collapser:0.1.0", 50052, map[string]int32{"grpc": 50052, "metrics": 2112}},
-		{"hello-backend", "collapser/hello-backend:0.1.0", 50051, map[string]int32{"backend-grpc": 50051, "backend-metrics": 2113}},
+		{"hello-backend", "collapser/hello-backend:0.1.0", 0, map[string]int32{"backend-metrics": 2113}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.container, func(t *testing.T) {
@@ -139,6 +147,12 @@ func TestRender_PodRunsSidecarAndBackendWithGRPCProbes(t *testing.T) {
 				t.Errorf("image = %q, want %q (tag = appVersion)", c.Image, tt.image)
 			}
 			for name, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+				if tt.grpcPort == 0 {
+					if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port.String() != "backend-metrics" {
+						t.Errorf("%s probe = %+v, want GET /healthz on port backend-metrics", name, probe)
+					}
+					continue
+				}
 				if probe == nil || probe.GRPC == nil {
 					t.Errorf("%s probe is not a gRPC probe: %+v", name, probe)
 					continue
@@ -173,7 +187,7 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 	env := envMap(container(t, render(t, "").deployments[fullname].Spec.Template.Spec, "collapser"))
 	want := map[string]string{
 		"COLLAPSER_LISTEN":                          ":50052",
-		"COLLAPSER_BACKEND":                         "localhost:50051",
+		"COLLAPSER_BACKEND":                         "127.0.0.1:50051",
 		"COLLAPSER_METRICS_LISTEN":                  ":2112",
 		"COLLAPSER_CACHE_TTL":                       "100ms",
 		"COLLAPSER_CACHE_MAX_ENTRIES":               "10000",
@@ -182,6 +196,15 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_BACKEND_TIMEOUT":                 "10s",
 		"COLLAPSER_MAX_RECV_MSG_BYTES":              "4194304",
 		"COLLAPSER_MAX_SEND_MSG_BYTES":              "4194304",
+		"COLLAPSER_MAX_CONCURRENT_STREAMS":          "1000",
+		"COLLAPSER_MAX_CONNECTIONS":                 "1000",
+		"COLLAPSER_RECEIVE_TIMEOUT":                 "10s",
+		"COLLAPSER_MAX_HEADER_BYTES":                "65536",
+		"COLLAPSER_MAX_BACKEND_CALLS":               "1000",
+		"COLLAPSER_PRIVATE_HEADERS":                 "",
+		"COLLAPSER_DEFAULT_COLLAPSE":                "auto",
+		"COLLAPSER_STALE_WHILE_REVALIDATE":          "0s",
+		"COLLAPSER_STALE_IF_ERROR":                  "0s",
 		"COLLAPSER_KEY_HEADERS":                     "",
 		"COLLAPSER_IGNORE_HEADERS":                  "",
 		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "false",
@@ -211,9 +234,16 @@ func TestRender_SidecarValuesMapToEnvironment(t *testing.T) {
 		"collapser.config.unsafeShareAcrossCredentials=true",
 		"collapser.config.reflection=false",
 		"collapser.config.logLevel=debug",
+		"collapser.config.maxConcurrentStreams=50",
+		"collapser.config.maxConnections=20",
+		"collapser.config.receiveTimeout=2s",
+		"collapser.config.maxHeaderBytes=8192",
+		"collapser.config.maxBackendCalls=64",
+		"collapser.config.privateHeaders={x-session,x-user}",
+		"collapser.config.defaultCollapse=all",
+		"collapser.config.staleWhileRevalidate=5s",
+		"collapser.config.staleIfError=1m",
 		"backend.port=6000",
-		"backend.livenessProbe.grpc.port=6000",
-		"backend.readinessProbe.grpc.port=6000",
 		"replicaCount=3",
 		"collapser.image.tag=dev1",
 	)
@@ -228,15 +258,24 @@ func TestRender_SidecarValuesMapToEnvironment(t *testing.T) {
 		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "true",
 		"COLLAPSER_REFLECTION":                      "false",
 		"COLLAPSER_LOG_LEVEL":                       "debug",
-		"COLLAPSER_BACKEND":                         "localhost:6000",
+		"COLLAPSER_BACKEND":                         "127.0.0.1:6000",
+		"COLLAPSER_MAX_CONCURRENT_STREAMS":          "50",
+		"COLLAPSER_MAX_CONNECTIONS":                 "20",
+		"COLLAPSER_RECEIVE_TIMEOUT":                 "2s",
+		"COLLAPSER_MAX_HEADER_BYTES":                "8192",
+		"COLLAPSER_MAX_BACKEND_CALLS":               "64",
+		"COLLAPSER_PRIVATE_HEADERS":                 "x-session,x-user",
+		"COLLAPSER_DEFAULT_COLLAPSE":                "all",
+		"COLLAPSER_STALE_WHILE_REVALIDATE":          "5s",
+		"COLLAPSER_STALE_IF_ERROR":                  "1m",
 	}
 	for k, v := range want {
 		if env[k] != v {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
-	if got := envMap(container(t, spec, "hello-backend"))["HELLO_LISTEN"]; got != ":6000" {
-		t.Errorf("HELLO_LISTEN = %q, want :6000", got)
+	if got := envMap(container(t, spec, "hello-backend"))["HELLO_LISTEN"]; got != "127.0.0.1:6000" {
+		t.Errorf("HELLO_LISTEN = %q, want 127.0.0.1:6000", got)
 	}
 	if *d.Spec.Replicas != 3 {
 		t.Errorf("replicas = %d, want 3", *d.Spec.Replicas)
@@ -252,14 +291,14 @@ func TestRender_BackendOffRunsSidecarBeforeUserContainer(t *testing.T) {
 	if got, want := containerNames(spec), []string{"collapser", "my-backend"}; !slices.Equal(got, want) {
 		t.Errorf("containers = %v, want %v", got, want)
 	}
-	if _, ok := servicePorts(r.services[fullname])["backend-stats"]; ok {
-		t.Error("Service has a backend-stats port without the hello backend")
+	if _, ok := servicePorts(r.services[fullname])["backend-metrics"]; ok {
+		t.Error("Service has a backend-metrics port without the hello backend")
 	}
 	if len(r.pods) != 0 {
 		t.Errorf("test pods %v rendered without the hello backend", r.kinds())
 	}
-	if got := envMap(container(t, spec, "collapser"))["COLLAPSER_BACKEND"]; got != "localhost:50051" {
-		t.Errorf("COLLAPSER_BACKEND = %q, want localhost:50051", got)
+	if got := envMap(container(t, spec, "collapser"))["COLLAPSER_BACKEND"]; got != "127.0.0.1:50051" {
+		t.Errorf("COLLAPSER_BACKEND = %q, want 127.0.0.1:50051", got)
 	}
 }
 

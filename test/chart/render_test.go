@@ -19,6 +19,8 @@ import (
 	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -28,7 +30,20 @@ const (
 	namespace   = "lab"
 	// fullname is the resource name prefix for releaseName ("demo-collapser").
 	fullname = releaseName + "-collapser"
+	// serviceMonitorAPI is what the ServiceMonitor template requires of the cluster.
+	serviceMonitorAPI = "monitoring.coreos.com/v1/ServiceMonitor"
+	// allFeatures turns on every optional part of the chart (see the file).
+	allFeatures = "../../test/chart/testdata/all-features-values.yaml"
 )
+
+// capabilities are those of a Kubernetes v1.34 cluster (the chart's kubeVersion
+// needs at least 1.27; Helm's SDK default is older) with the Prometheus Operator.
+func capabilities(apis ...string) *chartutil.Capabilities {
+	caps := *chartutil.DefaultCapabilities
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+	caps.APIVersions = append(slices.Clone(caps.APIVersions), apis...)
+	return &caps
+}
 
 // rendered is one chart rendering: every manifest decoded into its API type.
 type rendered struct {
@@ -38,6 +53,8 @@ type rendered struct {
 	configMaps      map[string]*corev1.ConfigMap
 	secrets         map[string]*corev1.Secret
 	pods            map[string]*corev1.Pod // helm test hooks
+	networkPolicies map[string]*networkingv1.NetworkPolicy
+	pdbs            map[string]*policyv1.PodDisruptionBudget
 	serviceMonitors map[string]map[string]any
 	notes           string
 }
@@ -56,6 +73,8 @@ func (r *rendered) kinds() []string {
 	add("ConfigMap", slices.Collect(maps.Keys(r.configMaps)))
 	add("Secret", slices.Collect(maps.Keys(r.secrets)))
 	add("Pod", slices.Collect(maps.Keys(r.pods)))
+	add("NetworkPolicy", slices.Collect(maps.Keys(r.networkPolicies)))
+	add("PodDisruptionBudget", slices.Collect(maps.Keys(r.pdbs)))
 	add("ServiceMonitor", slices.Collect(maps.Keys(r.serviceMonitors)))
 	sort.Strings(out)
 	return out
@@ -91,11 +110,20 @@ func userValues(t *testing.T, valuesFile string, set ...string) map[string]any {
 	return vals
 }
 
-// renderChart renders the chart like `helm template demo charts/collapser -n lab`
-// (values validated against values.schema.json) and returns the files by name.
+// renderChart renders the chart like `helm template demo charts/collapser -n lab
+// --api-versions monitoring.coreos.com/v1/ServiceMonitor` (values validated
+// against values.schema.json) and returns the files by name.
 func renderChart(chrt *chart.Chart, vals map[string]any) (map[string]string, error) {
+	return renderWith(chrt, vals, capabilities(serviceMonitorAPI))
+}
+
+// renderWith renders the chart for a cluster with the given capabilities.
+func renderWith(chrt *chart.Chart, vals map[string]any, caps *chartutil.Capabilities) (map[string]string, error) {
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
-	top, err := chartutil.ToRenderValues(chrt, vals, opts, chartutil.DefaultCapabilities)
+	if !chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart needs Kubernetes %s, not %s", chrt.Metadata.KubeVersion, caps.KubeVersion)
+	}
+	top, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
@@ -121,6 +149,8 @@ func render(t *testing.T, valuesFile string, set ...string) *rendered {
 		configMaps:      map[string]*corev1.ConfigMap{},
 		secrets:         map[string]*corev1.Secret{},
 		pods:            map[string]*corev1.Pod{},
+		networkPolicies: map[string]*networkingv1.NetworkPolicy{},
+		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		serviceMonitors: map[string]map[string]any{},
 	}
 	for name, content := range files {
@@ -172,6 +202,10 @@ func (r *rendered) add(doc string) error {
 		return decodeInto(doc, head.Metadata.Name, r.secrets)
 	case "v1 Pod":
 		return decodeInto(doc, head.Metadata.Name, r.pods)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return decodeInto(doc, head.Metadata.Name, r.networkPolicies)
+	case "policy/v1 PodDisruptionBudget":
+		return decodeInto(doc, head.Metadata.Name, r.pdbs)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return decodeInto(doc, head.Metadata.Name, r.serviceMonitors)
 	default:

@@ -24,6 +24,18 @@ func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
 		{"pull policy", "backend.image.pullPolicy=Sometimes", []string{"/backend/image/pullPolicy"}},
 		{"unary method format", "collapser.config.unaryMethods={SayHello}", []string{"/collapser/config/unaryMethods/0"}},
 		{"collapse ratio above 1", "tests.minCollapseRatio=2", []string{"/tests/minCollapseRatio"}},
+		{"unknown default collapse", "collapser.config.defaultCollapse=some", []string{"/collapser/config/defaultCollapse"}},
+		{"stale duration without a unit", "collapser.config.staleIfError=30", []string{"/collapser/config/staleIfError"}},
+		{"private header in upper case", "collapser.config.privateHeaders={X-Session}", []string{"/collapser/config/privateHeaders/0"}},
+		{"zero connections", "collapser.config.maxConnections=0", []string{"/collapser/config/maxConnections"}},
+		{"unknown top-level policy key", "collapser.policy.rules[0].name=x", []string{"/collapser/policy", "additional properties 'rules' not allowed"}},
+		{"policy methods not a list", "collapser.policy.methods=x", []string{"/collapser/policy/methods", "want array"}},
+		{"digest without algorithm", "collapser.image.digest=0123", []string{"/collapser/image/digest"}},
+		{"registry with a path", "backend.image.registry=host/path", []string{"/backend/image/registry"}},
+		{"disruption bound not a number or percentage", "podDisruptionBudget.maxUnavailable=some", []string{"/podDisruptionBudget/maxUnavailable"}},
+		{"network peers not a list", "networkPolicy.grpcFrom=x", []string{"/networkPolicy/grpcFrom", "want array"}},
+		{"prometheus argument not a flag", "prometheus.extraArgs={web.enable-lifecycle}", []string{"/prometheus/extraArgs/0"}},
+		{"the removed backend-stats port", "service.backendStatsPort=50051", []string{"/service", "'backendStatsPort'"}},
 	}
 	chrt := loadChart(t)
 	for _, tt := range tests {
@@ -66,6 +78,12 @@ func TestSchema_AcceptsEveryDocumentedValue(t *testing.T) {
 		"extraVolumes[0].configMap.name=descriptors",
 		"service.annotations.a=b",
 		"grafana.adminPassword=secret-secret-secret",
+		"serviceMonitor.relabelings[0].targetLabel=node",
+		"serviceMonitor.metricRelabelings[0].action=drop",
+		"collapser.policy.methods[0].name=/hello.v1.Greeter/SayHello",
+		"collapser.policy.methods[0].stream=replay",
+		"podDisruptionBudget.minAvailable=50%",
+		"podDisruptionBudget.maxUnavailable=",
 		"dashboards.annotations.grafana_folder=collapser",
 	)
 }

@@ -18,13 +18,15 @@ type schemaNode struct {
 	Definitions          map[string]*schemaNode `json:"definitions"`
 }
 
-// kubernetesShapes are the schema definitions of Kubernetes objects passed through to
-// the manifests as they are: values.yaml documents them as a whole, not field by field.
-var kubernetesShapes = map[string]bool{
+// wholeShapes are the schema definitions of objects passed through as they are:
+// Kubernetes objects copied into the manifests, and the sidecar's policy (which the
+// sidecar validates). values.yaml documents them as a whole, not field by field.
+var wholeShapes = map[string]bool{
 	"resources":          true,
 	"probe":              true,
 	"podSecurityContext": true,
 	"securityContext":    true,
+	"policy":             true,
 }
 
 // resolve follows a "#/definitions/x" reference.
@@ -70,7 +72,7 @@ func walkValues(t *testing.T, root, schema *schemaNode, mapping *yamlv3.Node, pa
 			continue
 		}
 		def := strings.TrimPrefix(prop.Ref, "#/definitions/")
-		if resolved := prop.resolve(root); resolved.Properties != nil && value.Kind == yamlv3.MappingNode && !kubernetesShapes[def] {
+		if resolved := prop.resolve(root); resolved.Properties != nil && value.Kind == yamlv3.MappingNode && !wholeShapes[def] {
 			walkValues(t, root, resolved, value, keyPath)
 		}
 	}

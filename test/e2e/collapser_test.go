@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/gruntwork-io/terratest/modules/helm"
 	"github.com/gruntwork-io/terratest/modules/k8s"
 	"github.com/gruntwork-io/terratest/modules/random"
+	"github.com/gruntwork-io/terratest/modules/retry"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/collapser/collapser/src/demo"
@@ -25,24 +27,16 @@ const (
 
 // TestCollapserOnKind installs the chart into a kind cluster and checks,
 // from the hello backend's own counter, that the sidecar collapses bursts,
-// never shares replies across credentials, is scraped by Prometheus, passes
-// helm test and takes a new TTL on upgrade.
+// never shares replies across credentials, is the only way to the backend
+// from another namespace, is scraped by Prometheus, passes helm test (whose
+// pod is then deleted) and takes a new TTL on upgrade.
 func TestCollapserOnKind(t *testing.T) {
 	s := loadSettings(t)
 	ensureCluster(t, s)
 	loadImages(t, s)
 
 	namespace := "collapser-e2e-" + strings.ToLower(random.UniqueId())
-	kubectl := k8s.NewKubectlOptions("", s.kubeconfigPath, namespace)
-	k8s.CreateNamespaceWithMetadata(t, kubectl, metav1.ObjectMeta{
-		Name: namespace,
-		Labels: map[string]string{
-			"pod-security.kubernetes.io/enforce":         "restricted",
-			"pod-security.kubernetes.io/enforce-version": "latest",
-		},
-	})
-	t.Cleanup(func() { k8s.DeleteNamespace(t, kubectl, namespace) })
-	dumpOnFailure(t, kubectl)
+	kubectl := restrictedNamespace(t, s, namespace)
 
 	opts := helmOptions(s, kubectl, cacheTTL)
 	helm.Install(t, opts, s.chartDir, release)
@@ -50,7 +44,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	t.Run("burst of identical calls makes one backend call", func(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
-		report := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
+		report := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
 		// Every call that arrives while one backend call runs joins it, and
 		// the cache covers cacheTTL after: a burst shorter than a backend
 		// latency makes one call; a longer one at most one per latency+TTL.
@@ -73,7 +67,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	t.Run("callers with different credentials never share a reply", func(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
-		report := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: 1000, Concurrency: 1000, Name: "creds",
+		report := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: 1000, Concurrency: 1000, Name: "creds",
 			Authorization: "Bearer alice", SecondAuthorization: "Bearer bob", Timeout: time.Minute})
 		seen := map[string]bool{}
 		for _, b := range report.Bursts {
@@ -89,16 +83,28 @@ func TestCollapserOnKind(t *testing.T) {
 		}
 	})
 
+	t.Run("from another namespace the backend is reached only through the sidecar", func(t *testing.T) {
+		checkNoBypass(t, s, kubectl, podName)
+	})
+
 	if s.prometheus {
 		t.Run("prometheus scrapes the sidecar and agrees with the backend", func(t *testing.T) {
 			checkPrometheus(t, kubectl)
 		})
 	}
 
-	t.Run("helm test", func(t *testing.T) {
-		out, err := helm.RunHelmCommandAndGetOutputE(t, opts, "test", release, "--logs", "--timeout", "5m")
+	t.Run("helm test passes, prints its report and deletes its pod", func(t *testing.T) {
+		out, err := helm.RunHelmCommandAndGetOutputE(t, opts, "test", release, "--timeout", "5m")
 		if err != nil {
 			t.Fatalf("helm test: %v\n%s", err, out)
+		}
+		for _, want := range []string{"Phase:          Succeeded", `"backend_calls"`, `"collapse_ratio"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("helm test output lacks %s:\n%s", want, out)
+			}
+		}
+		if _, err := k8s.GetPodE(t, kubectl, release+"-test-collapse"); err == nil {
+			t.Errorf("test pod %s-test-collapse still exists after it succeeded", release)
 		}
 	})
 
@@ -111,9 +117,9 @@ func TestCollapserOnKind(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
 		// Two calls a second apart: with the old 100ms TTL the second would
 		// reach the backend again; with 30s it is a cache hit.
-		first := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: 1, Concurrency: 1, Name: "ttl", Timeout: time.Minute})
+		first := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: 1, Concurrency: 1, Name: "ttl", Timeout: time.Minute})
 		time.Sleep(time.Second) // the gap the TTL must cover, not synchronisation
-		second := runDemo(t, demo.Config{Target: target, Backend: backend, Requests: 1, Concurrency: 1, Name: "ttl", Timeout: time.Minute})
+		second := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: 1, Concurrency: 1, Name: "ttl", Timeout: time.Minute})
 		if first.BackendCalls != 1 || second.BackendCalls != 0 {
 			t.Errorf("backend calls: %d then %d, want 1 then 0 (served from the 30s cache)", first.BackendCalls, second.BackendCalls)
 		}
@@ -156,36 +162,51 @@ func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *he
 	}
 }
 
+// restrictedNamespace creates a namespace enforcing the "restricted" Pod
+// Security Standard, deleted when the test ends (after its diagnostics are
+// dumped on failure), and returns options for it.
+func restrictedNamespace(t *testing.T, s settings, name string) *k8s.KubectlOptions {
+	t.Helper()
+	kubectl := k8s.NewKubectlOptions("", s.kubeconfigPath, name)
+	k8s.CreateNamespaceWithMetadata(t, kubectl, metav1.ObjectMeta{
+		Name: name,
+		Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce":         "restricted",
+			"pod-security.kubernetes.io/enforce-version": "latest",
+		},
+	})
+	t.Cleanup(func() { k8s.DeleteNamespace(t, kubectl, name) })
+	dumpOnFailure(t, kubectl)
+	return kubectl
+}
+
 // waitForProxyPod waits until the release's proxy pod (backend + sidecar) is
 // the only one and available with every container ready, and returns its
 // name. A pod named replaced must be gone.
 func waitForProxyPod(t *testing.T, kubectl *k8s.KubectlOptions, replaced string) string {
 	t.Helper()
 	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	return retry.DoWithRetry(t, "proxy pod available (replacing "+replaced+")", 150, 2*time.Second, func() (string, error) {
 		pods := k8s.ListPods(t, kubectl, selector)
 		if len(pods) == 1 && pods[0].Name != replaced && pods[0].DeletionTimestamp == nil && k8s.IsPodAvailable(&pods[0]) {
-			return pods[0].Name
+			return pods[0].Name, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy pod not available (replacing %q): %d pods", replaced, len(pods))
-		}
-		time.Sleep(2 * time.Second)
-	}
+		return "", fmt.Errorf("%d proxy pods, none available and new", len(pods))
+	})
 }
 
 // openTunnels forwards local ports to the Service's gRPC port (the sidecar)
-// and backend-stats port (the hello backend, where its own count is read).
-func openTunnels(t *testing.T, kubectl *k8s.KubectlOptions) (target, backend string) {
+// and backend-metrics port, and returns the sidecar's address and the URL of
+// the hello backend's metrics, where its own count is read.
+func openTunnels(t *testing.T, kubectl *k8s.KubectlOptions) (target, backendMetrics string) {
 	t.Helper()
 	sidecar := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 50052)
 	sidecar.ForwardPort(t)
 	t.Cleanup(sidecar.Close)
-	stats := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 50051)
-	stats.ForwardPort(t)
-	t.Cleanup(stats.Close)
-	return sidecar.Endpoint(), stats.Endpoint()
+	metrics := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 2113)
+	metrics.ForwardPort(t)
+	t.Cleanup(metrics.Close)
+	return sidecar.Endpoint(), "http://" + metrics.Endpoint() + "/metrics"
 }
 
 // runDemo sends the demo client's burst and returns its report.

@@ -11,17 +11,16 @@ import (
 	"time"
 
 	"github.com/gruntwork-io/terratest/modules/k8s"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/gruntwork-io/terratest/modules/retry"
 
-	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/demo"
 )
 
 const sayHello = "/hello.v1.Greeter/SayHello"
 
 // checkPrometheus asks the in-cluster Prometheus, through a tunnel, whether
 // it scrapes the sidecar and the backend, and waits until its count of the
-// sidecar's backend calls equals the backend's own count, read over gRPC.
+// sidecar's backend calls equals the backend's own count, read from its metrics.
 func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions) {
 	tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release+"-prometheus", 0, 9090)
 	tunnel.ForwardPort(t)
@@ -36,8 +35,8 @@ func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions) {
 		"backend's own request count": fmt.Sprintf(`sum(hello_requests_total{method=%q})`, sayHello),
 	}
 	want := map[string]float64{"targets up": 2, "sidecar's backend calls": float64(truth), "backend's own request count": float64(truth)}
-	deadline := time.Now().Add(2 * time.Minute) // a few 5s scrapes, and Prometheus starting
-	for {
+	// A few 5s scrapes, and Prometheus starting.
+	agreed := retry.DoWithRetry(t, "Prometheus agrees with the backend", 24, 5*time.Second, func() (string, error) {
 		got := map[string]float64{}
 		for name, q := range queries {
 			v, err := queryScalar(api, q)
@@ -47,20 +46,18 @@ func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions) {
 			}
 			got[name] = v
 		}
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			t.Logf("Prometheus agrees with the backend: %v", got)
-			return
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return "", fmt.Errorf("Prometheus says %v, want %v (the backend's own count is %d)", got, want, truth)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus says %v, want %v (the backend's own count is %d)", got, want, truth)
-		}
-		time.Sleep(5 * time.Second) // the scrape interval
-	}
+		return fmt.Sprint(got), nil
+	})
+	t.Logf("Prometheus agrees with the backend: %s", agreed)
 }
 
 // queryScalar runs an instant query whose result is one sample.
 func queryScalar(api, query string) (float64, error) {
-	resp, err := http.Get(api + "/api/v1/query?query=" + url.QueryEscape(query))
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(api + "/api/v1/query?query=" + url.QueryEscape(query))
 	if err != nil {
 		return 0, fmt.Errorf("query %s: %w", query, err)
 	}
@@ -90,19 +87,15 @@ func queryScalar(api, query string) (float64, error) {
 	return strconv.ParseFloat(s, 64)
 }
 
-// backendCount reads how many SayHello calls the hello backend received.
-func backendCount(t *testing.T, addr string) int64 {
+// backendCount reads how many SayHello calls the hello backend received,
+// from its metrics.
+func backendCount(t *testing.T, metricsURL string) int64 {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	counts, err := hellov1.NewStatsClient(conn).GetCounts(ctx, &hellov1.GetCountsRequest{})
+	n, err := demo.BackendMetricsCount(ctx, metricsURL)
 	if err != nil {
-		t.Fatalf("read the backend's counts: %v", err)
+		t.Fatalf("read the backend's count: %v", err)
 	}
-	return counts.GetByMethod()[sayHello]
+	return n
 }

@@ -61,11 +61,44 @@ The ServiceAccount of the collapser pods.
 {{- end }}
 
 {{/*
-An image reference from {repository, tag}; the tag defaults to the chart's appVersion.
+An image reference [registry/]repository:tag[@digest] from {registry, repository, tag,
+digest}; the tag defaults to the chart's appVersion. With a digest the runtime pulls
+by digest (the tag stays for people reading the spec).
 Usage: include "collapser.image" (dict "image" .Values.collapser.image "context" $)
 */}}
 {{- define "collapser.image" -}}
-{{- printf "%s:%s" .image.repository (default .context.Chart.AppVersion .image.tag) }}
+{{- $ref := printf "%s:%s" .image.repository (default .context.Chart.AppVersion .image.tag) }}
+{{- with .image.registry }}
+{{- $ref = printf "%s/%s" . $ref }}
+{{- end }}
+{{- with .image.digest }}
+{{- $ref = printf "%s@%s" $ref . }}
+{{- end }}
+{{- $ref }}
+{{- end }}
+
+{{/*
+Selector labels of the collapser pods (sidecar and backend).
+*/}}
+{{- define "collapser.proxySelectorLabels" -}}
+{{ include "collapser.selectorLabels" . }}
+app.kubernetes.io/component: proxy
+{{- end }}
+
+{{/*
+The backend address the sidecar calls: collapser.config.backend, or the loopback
+address of backend.port.
+*/}}
+{{- define "collapser.backendAddress" -}}
+{{- default (printf "127.0.0.1:%d" (int .Values.backend.port)) .Values.collapser.config.backend }}
+{{- end }}
+
+{{/*
+Where the policy ConfigMap is mounted in the sidecar (a directory, so that ConfigMap
+updates reach the file; a subPath mount would never see them).
+*/}}
+{{- define "collapser.policyDir" -}}
+/etc/collapser/policy
 {{- end }}
 
 {{/*

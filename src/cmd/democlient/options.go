@@ -25,7 +25,8 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("democlient", flag.ContinueOnError)
 	fs.StringVar(&o.demo.Target, "target", "localhost:50052", "gRPC `address` the requests are sent to (the collapser sidecar)")
-	fs.StringVar(&o.demo.Backend, "backend", "localhost:50051", "gRPC `address` of the hello backend, where its own counts are read")
+	fs.StringVar(&o.demo.Backend, "backend", "localhost:50051", "gRPC `address` of the hello backend, where its own counts are read (Stats)")
+	fs.StringVar(&o.demo.BackendMetrics, "backend-metrics", "", "when set, read the counts from hello_requests_total at this `URL` of the backend's metrics (http://host:2113/metrics) instead of --backend")
 	fs.IntVar(&o.demo.Requests, "requests", 10000, "requests per burst, all identical")
 	fs.IntVar(&o.demo.Concurrency, "concurrency", 10000, "most requests of a burst in flight at once")
 	fs.IntVar(&o.demo.Connections, "connections", 0, "connections the requests are spread over; 0: one per 500 concurrent requests")
@@ -38,6 +39,9 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.minCollapseRatio, "min-collapse-ratio", 0, "fail unless the collapse ratio (1 - backend calls / successful requests) reaches this `ratio`, 0 to 1")
 	if err := command.ParseFlags(fs, args, stdout, stderr); err != nil {
 		return options{}, err
+	}
+	if o.demo.BackendMetrics != "" {
+		o.demo.Backend = ""
 	}
 	if o.minCollapseRatio < 0 || o.minCollapseRatio > 1 {
 		return options{}, fmt.Errorf("--min-collapse-ratio must be between 0 and 1, got %v", o.minCollapseRatio)

@@ -1,8 +1,10 @@
 // Command hello-backend is the demo's slow backend: a gRPC Greeter that waits
 // --latency before answering and counts every request, a Stats service
 // reporting those counts, server reflection and grpc.health.v1, plus
-// Prometheus metrics (hello_requests_total) on a second port. Run it with -h
-// for its flags and environment variables.
+// Prometheus metrics (hello_requests_total) and an HTTP health check
+// (/healthz, the gRPC health status, for probes that cannot reach a gRPC
+// listener bound to loopback) on a second port. Run it with -h for its flags
+// and environment variables.
 package main
 
 import (

@@ -72,7 +72,7 @@ func (b *notifyingBuffer) await(t *testing.T, re *regexp.Regexp) []string {
 
 var servingLine = regexp.MustCompile(`serving gRPC on (\S+), metrics on (\S+),`)
 
-func TestRun_ServesGreeterHealthReflectionAndMetricsUntilCancelled(t *testing.T) {
+func TestRun_ServesGreeterHealthReflectionMetricsAndHTTPHealthUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stderr := newNotifyingBuffer()
@@ -109,6 +109,11 @@ func TestRun_ServesGreeterHealthReflectionAndMetricsUntilCancelled(t *testing.T)
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+
+	// The HTTP health check reaches the gRPC health service through the gRPC listener.
+	if body := get(t, callCtx, "http://"+addrs[2]+healthPath); strings.TrimSpace(body) != "SERVING" {
+		t.Errorf("GET %s = %q, want SERVING", healthPath, body)
 	}
 
 	cancel()

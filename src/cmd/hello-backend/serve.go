@@ -21,7 +21,7 @@ import (
 	"github.com/collapser/collapser/src/internal/metrics"
 )
 
-// serve serves gRPC on grpcLis and /metrics on metricsLis until ctx ends or
+// serve serves gRPC on grpcLis and /metrics and /healthz on metricsLis until ctx ends or
 // either server fails, then stops both, giving calls in flight up to
 // cfg.shutdownTimeout to finish.
 func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, logger *slog.Logger) error {
@@ -43,8 +43,15 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	reflection.Register(gs)
 
+	healthConn, healthClient, err := dialHealth(grpcLis.Addr())
+	if err != nil {
+		return errors.Join(err, grpcLis.Close(), metricsLis.Close())
+	}
+	defer healthConn.Close()
+
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.Handle(healthPath, healthHandler(healthClient))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)

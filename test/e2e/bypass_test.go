@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gruntwork-io/terratest/modules/k8s"
+	"github.com/gruntwork-io/terratest/modules/random"
+	"github.com/gruntwork-io/terratest/modules/retry"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// checkNoBypass runs the demo client in a namespace of its own, as any other
+// workload of the cluster would: through the Service it gets the sidecar
+// (200 calls, far fewer backend calls), while the backend's gRPC port on the
+// pod's own address refuses it (the backend listens on loopback), and the
+// Service has no port to the backend at all.
+func checkNoBypass(t *testing.T, s settings, kubectl *k8s.KubectlOptions, proxyPod string) {
+	svc := k8s.GetService(t, kubectl, release)
+	var ports []string
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%s:%d", p.Name, p.Port))
+	}
+	slices.Sort(ports)
+	if want := []string{"backend-metrics:2113", "grpc:50052", "metrics:2112"}; !slices.Equal(ports, want) {
+		t.Errorf("Service ports %v, want %v: no port may lead to the backend's gRPC port", ports, want)
+	}
+
+	other := restrictedNamespace(t, s, "collapser-other-"+strings.ToLower(random.UniqueId()))
+	host := release + "." + kubectl.Namespace + ".svc"
+	metrics := "--backend-metrics=http://" + host + ":2113/metrics"
+	through := runClientPod(t, s, other, "through-sidecar", "--target="+host+":50052", metrics, "--requests=200", "--concurrency=200", "--min-collapse-ratio=0.9")
+	if through.exitCode != 0 {
+		t.Errorf("200 calls through the sidecar from another namespace failed (exit %d):\n%s", through.exitCode, through.logs)
+	} else {
+		t.Logf("through the sidecar from another namespace:\n%s", through.logs)
+	}
+
+	podIP := k8s.GetPod(t, kubectl, proxyPod).Status.PodIP
+	direct := runClientPod(t, s, other, "direct-to-backend", "--target="+podIP+":50051", metrics, "--requests=200")
+	if direct.exitCode == 0 || !strings.Contains(direct.logs, "is unreachable") {
+		t.Errorf("calls straight to the backend's port %s:50051 were not refused (exit %d):\n%s", podIP, direct.exitCode, direct.logs)
+	} else {
+		t.Logf("straight to the backend at %s:50051: %s", podIP, strings.TrimSpace(direct.logs))
+	}
+}
+
+// podResult is how a run-once pod ended.
+type podResult struct {
+	exitCode int32
+	logs     string
+}
+
+// runClientPod runs the demo client with args in a pod of the namespace and
+// waits for it to end.
+func runClientPod(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name string, args ...string) podResult {
+	t.Helper()
+	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := clientset.CoreV1().Pods(kubectl.Namespace)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pods.Create(ctx, clientPod(s, name, args), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+	code := retry.DoWithRetry(t, "pod "+name+" ends", 90, 2*time.Second, func() (string, error) {
+		pod := k8s.GetPod(t, kubectl, name)
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.State.Terminated != nil {
+				return fmt.Sprint(cs.State.Terminated.ExitCode), nil
+			}
+		}
+		return "", fmt.Errorf("pod %s is %s", name, pod.Status.Phase)
+	})
+	logs, err := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of pod %s: %v", name, err)
+	}
+	exit, err := strconv.ParseInt(code, 10, 32)
+	if err != nil {
+		t.Fatalf("exit code of pod %s: %v", name, err)
+	}
+	return podResult{exitCode: int32(exit), logs: string(logs)}
+}
+
+// clientPod is a run-once demo client pod that meets the restricted Pod
+// Security Standard.
+func clientPod(s settings, name string, args []string) *corev1.Pod {
+	no, yes, user := false, true, int64(65532)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: &no,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   &yes,
+				RunAsUser:      &user,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            "democlient",
+				Image:           imageRepoPrefix + "/democlient:" + s.imageTag,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            append([]string{"--quiet", "--timeout=30s"}, args...),
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: &no,
+					ReadOnlyRootFilesystem:   &yes,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
