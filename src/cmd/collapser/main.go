@@ -12,12 +12,19 @@ import (
 	"net"
 	"os"
 
+	"google.golang.org/grpc/resolver/dns"
+
 	"github.com/collapser/collapser/src/internal/command"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/sidecar"
 )
 
 func main() {
+	// Peers are found by DNS: resolve again soon after a connection is lost
+	// (grpc-go's default waits 30 s), so a new replica is seen within
+	// peers.MembershipBound. It must be set before any gRPC channel exists.
+	dns.SetMinResolutionInterval(peers.ResolveInterval)
 	command.Main("collapser", func(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return run(ctx, args, os.Getenv, stderr)
 	})
@@ -44,8 +51,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		grpcLis.Close()
 		return fmt.Errorf("listen for metrics: %w", err)
 	}
-	fmt.Fprintf(stderr, "collapser: serving gRPC on %s, metrics on %s, backend %s\n", grpcLis.Addr(), metricsLis.Addr(), cfg.Backend)
-	return s.Serve(ctx, grpcLis, metricsLis)
+	lis := sidecar.Listeners{GRPC: grpcLis, Metrics: metricsLis}
+	peering := ""
+	if cfg.Peers != "" {
+		if lis.Peer, err = net.Listen("tcp", cfg.PeerListen); err != nil {
+			grpcLis.Close()
+			metricsLis.Close()
+			return fmt.Errorf("listen for peers: %w", err)
+		}
+		peering = fmt.Sprintf(", peers %s on %s", cfg.Peers, lis.Peer.Addr())
+	}
+	fmt.Fprintf(stderr, "collapser: serving gRPC on %s, metrics on %s, backend %s%s\n", grpcLis.Addr(), metricsLis.Addr(), cfg.Backend, peering)
+	return s.Serve(ctx, lis)
 }
 
 func newLogger(cfg config.Sidecar, w io.Writer) *slog.Logger {

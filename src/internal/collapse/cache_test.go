@@ -239,14 +239,25 @@ func TestGroup_PrivateValueGoesOnlyToItsLeader(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{Private: func(v string) bool { return strings.HasPrefix(v, "private") }})
 	opts := &CallOptions{TTL: time.Hour}
 	shared := newGate("private:leader", nil)
+	shared.check = func(c *Call) {
+		if c.Own() {
+			t.Error("the shared call is Own")
+		}
+	}
 	leader := doAsync(g, context.Background(), "k", opts, shared.fn)
 	recv(t, shared.started)
 
 	// Each follower makes a call of its own with its own function.
 	var own atomic.Int64
+	ownCall := func(c *Call) (string, error) {
+		if !c.Own() {
+			t.Error("a follower's own call is not Own")
+		}
+		return value("private:follower", &own)(c)
+	}
 	followers := make([]<-chan result, 3)
 	for i := range followers {
-		followers[i] = doAsync(g, context.Background(), "k", opts, value("private:follower", &own))
+		followers[i] = doAsync(g, context.Background(), "k", opts, ownCall)
 	}
 	waitWaiters(t, g, 4)
 	close(shared.release)

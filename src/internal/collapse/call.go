@@ -34,6 +34,7 @@ func (p *PanicError) Error() string {
 type Call struct {
 	parent  context.Context // context.Background for shared calls
 	timeout time.Duration
+	own     bool // a caller's own call, not shared: see Own
 	// leader is the context of the caller whose goroutine runs the call, and
 	// leaver is told when it ends first; nil for calls no caller runs.
 	leader context.Context
@@ -67,6 +68,12 @@ func (c *Call) Context() context.Context {
 		}
 	}
 	return c.ctx
+}
+
+// Own reports whether the call is one caller's own, not shared: the call
+// it joined produced a private value (Options.Private), so it makes its own.
+func (c *Call) Own() bool {
+	return c.own
 }
 
 // abort cancels the call's context, now or when it is made.

@@ -212,7 +212,7 @@ func (g *Group[V]) join(ctx context.Context, e *entry[V], fn func(*Call) (V, err
 		return zero, Private, err
 	}
 	defer g.release()
-	c := Call{parent: ctx, timeout: e.opts.Timeout}
+	c := Call{parent: ctx, timeout: e.opts.Timeout, own: true}
 	v, err = protect(&c, fn)
 	return v, Private, err
 }

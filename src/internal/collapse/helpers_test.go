@@ -32,7 +32,8 @@ type gate struct {
 	calls   atomic.Int64
 	started chan struct{}
 	release chan struct{}
-	ended   chan error // the context error of a run that ended by its context
+	ended   chan error  // the context error of a run that ended by its context
+	check   func(*Call) // when set, called with the Call of each run
 }
 
 func newGate(val string, err error) *gate {
@@ -41,6 +42,9 @@ func newGate(val string, err error) *gate {
 
 func (g *gate) fn(c *Call) (string, error) {
 	g.calls.Add(1)
+	if g.check != nil {
+		g.check(c)
+	}
 	g.started <- struct{}{}
 	select {
 	case <-g.release:

@@ -19,6 +19,7 @@ import (
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/command"
 	"github.com/collapser/collapser/src/internal/envflag"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/serverlimits"
@@ -32,6 +33,8 @@ type Sidecar struct {
 	Listen          string        // gRPC address callers use
 	Backend         string        // the backend's gRPC address
 	MetricsListen   string        // address of the Prometheus /metrics endpoint
+	Peers           string        // gRPC target of the other replicas; "" for none
+	PeerListen      string        // address of the listener for peers' calls
 	PolicyFile      string        // path of the per-method policy file; "" for none
 	DefaultCollapse policy.Mode   // the default rule's collapse mode
 	CacheTTL        time.Duration // the default rule's TTL; 0: collapse in flight only
@@ -72,6 +75,7 @@ func Default() Sidecar {
 		Listen:               ":50052",
 		Backend:              "localhost:50051",
 		MetricsListen:        ":2112",
+		PeerListen:           peers.DefaultListen,
 		DefaultCollapse:      policy.Auto,
 		CacheTTL:             policy.DefaultCacheTTL,
 		CacheMaxEntries:      collapse.DefaultMaxEntries,
@@ -115,6 +119,8 @@ func flagSet(c *Sidecar) *flag.FlagSet {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "the backend's gRPC `address`")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
+	fs.StringVar(&c.Peers, "peers", "", "gRPC `target` of every replica, this one included (dns:///name:port, or host:port,host:port): each key's calls are made by its owner; empty: no peers")
+	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
 	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
 	fs.Var(collapseValue{&c.DefaultCollapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "how long a successful response is served from cache; 0: share calls in flight only")
@@ -157,7 +163,7 @@ func (c Sidecar) validate() error {
 			errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, EnvName(flagName), fmt.Sprintf(format, args...)))
 		}
 	}
-	for _, a := range []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}} {
+	for _, a := range []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}, {"peer-listen", c.PeerListen}} {
 		_, _, err := net.SplitHostPort(a.addr)
 		check(err == nil, a.flag, "%q is not host:port", a.addr)
 	}

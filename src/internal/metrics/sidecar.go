@@ -50,6 +50,9 @@ type Sources struct {
 	// request and backend call series are exported at 0 before their first
 	// call. Nil: no method is known.
 	Methods func() map[string]MethodRule
+	// Peers says the sidecar forwards collapsed calls to their owners: the
+	// peer series of collapsed methods are exported at 0 too.
+	Peers bool
 }
 
 // Sidecar records the sidecar's request, backend call and policy metrics.
@@ -63,6 +66,9 @@ type Sidecar struct {
 	backendDuration *prometheus.HistogramVec
 	reloads         *prometheus.CounterVec
 	reloadOK        prometheus.Gauge
+	peerCalls       *prometheus.CounterVec
+	peerFallbacks   *prometheus.CounterVec
+	peerRequests    *prometheus.CounterVec
 
 	ruleInfo, inFlight, queued, waiters, entries, bytes *prometheus.Desc
 }
@@ -99,6 +105,18 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 			Name: "collapser_policy_last_reload_successful",
 			Help: "1 if the policy file in force is the file's latest content, 0 if its latest change was invalid.",
 		}),
+		peerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_peer_calls_total",
+			Help: "Collapsed calls forwarded to the replica that owns their key, by method and the code of the owner's answer or of the failure to reach it.",
+		}, []string{"method", "code"}),
+		peerFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_peer_fallbacks_total",
+			Help: "Forwarded calls that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
+		}, []string{"method", "code"}),
+		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_peer_requests_total",
+			Help: "Calls served for peers as the owner of their key, by method, how they were served (outcome) and the gRPC code the peer got.",
+		}, []string{"method", "outcome", "code"}),
 		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
 			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
 			[]string{"method", "action", "reason"}, nil),
@@ -131,6 +149,21 @@ func (s *Sidecar) ObserveBackendCall(method string, code codes.Code, d time.Dura
 	s.backendDuration.WithLabelValues(m).Observe(d.Seconds())
 }
 
+// ObservePeerCall counts one call forwarded to an owner; fellBack: it did
+// not reach one and went to the local backend.
+func (s *Sidecar) ObservePeerCall(method string, code codes.Code, fellBack bool) {
+	m := s.methods.label(method)
+	s.peerCalls.WithLabelValues(m, codeName(code)).Inc()
+	if fellBack {
+		s.peerFallbacks.WithLabelValues(m, codeName(code)).Inc()
+	}
+}
+
+// ObservePeerRequest counts one call served for a peer.
+func (s *Sidecar) ObservePeerRequest(method, outcome string, code codes.Code) {
+	s.peerRequests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
+}
+
 // ObservePolicyReload counts one reload of a changed policy file.
 func (s *Sidecar) ObservePolicyReload(ok bool) {
 	if ok {
@@ -149,6 +182,9 @@ func (s *Sidecar) Describe(ch chan<- *prometheus.Desc) {
 	s.backendDuration.Describe(ch)
 	s.reloads.Describe(ch)
 	s.reloadOK.Describe(ch)
+	s.peerCalls.Describe(ch)
+	s.peerFallbacks.Describe(ch)
+	s.peerRequests.Describe(ch)
 	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes} {
 		ch <- d
 	}
@@ -178,6 +214,9 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 	s.backendDuration.Collect(ch)
 	s.reloads.Collect(ch)
 	s.reloadOK.Collect(ch)
+	s.peerCalls.Collect(ch)
+	s.peerFallbacks.Collect(ch)
+	s.peerRequests.Collect(ch)
 
 	st := s.sources.Stats()
 	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(st.InFlight))
@@ -190,14 +229,22 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 // touch creates method's series of the outcomes its rule can give, with
 // code OK, and its backend call series, at 0 when they are new.
 func (s *Sidecar) touch(method string, r MethodRule) {
+	ok := codes.OK.String()
 	if r.Action == "collapse" {
 		for _, o := range collapse.Outcomes {
-			s.requests.WithLabelValues(method, o.String(), codes.OK.String())
+			s.requests.WithLabelValues(method, o.String(), ok)
+			if s.sources.Peers {
+				s.peerRequests.WithLabelValues(method, o.String(), ok)
+			}
+		}
+		if s.sources.Peers {
+			s.peerCalls.WithLabelValues(method, ok)
+			s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
 		}
 	} else {
-		s.requests.WithLabelValues(method, outcomePassthrough, codes.OK.String())
+		s.requests.WithLabelValues(method, outcomePassthrough, ok)
 	}
-	s.backendCalls.WithLabelValues(method, codes.OK.String())
+	s.backendCalls.WithLabelValues(method, ok)
 	s.backendDuration.WithLabelValues(method)
 }
 

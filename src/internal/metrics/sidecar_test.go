@@ -252,3 +252,29 @@ collapser_policy_reloads_total{result="success"} 1
 		t.Error(err)
 	}
 }
+
+func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
+	rules := map[string]MethodRule{sayHello: {Action: "collapse"}}
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]MethodRule { return rules }, Peers: true})
+	if _, err := reg.Gather(); err != nil { // the series of a known method start at 0
+		t.Fatal(err)
+	}
+	s.ObservePeerCall(sayHello, codes.OK, false)
+	s.ObservePeerCall(sayHello, codes.Unavailable, true)
+	s.ObservePeerRequest(sayHello, "joined", codes.OK)
+	for _, c := range []struct {
+		vec    *prometheus.CounterVec
+		labels []string
+		want   float64
+	}{
+		{s.peerCalls, []string{sayHello, "OK"}, 1},
+		{s.peerCalls, []string{sayHello, "Unavailable"}, 1},
+		{s.peerFallbacks, []string{sayHello, "Unavailable"}, 1},
+		{s.peerRequests, []string{sayHello, "joined", "OK"}, 1},
+		{s.peerRequests, []string{sayHello, "leader", "OK"}, 0},
+	} {
+		if got := testutil.ToFloat64(c.vec.WithLabelValues(c.labels...)); got != c.want {
+			t.Errorf("%v = %v, want %v", c.labels, got, c.want)
+		}
+	}
+}

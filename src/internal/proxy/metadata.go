@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
@@ -26,18 +28,39 @@ var transportHeaders = map[string]bool{
 }
 
 // forwardable returns the metadata to send on the next hop: md without
-// HTTP/2 pseudo headers (":authority", ...) and transport headers. Everything
-// else, authorization included, is kept. md is only read: the result is a new
-// map whose value slices are shared with md, so neither may be modified.
+// HTTP/2 pseudo headers (":authority", ...), transport headers and the
+// peers' own headers. Everything else, authorization included, is kept. md
+// is only read: the result is a new map whose value slices are shared with
+// md, so neither may be modified.
 func forwardable(md metadata.MD) metadata.MD {
 	out := make(metadata.MD, len(md))
 	for k, v := range md {
-		if strings.HasPrefix(k, ":") || transportHeaders[k] {
+		if strings.HasPrefix(k, ":") || transportHeaders[k] || peerHeaders[k] {
 			continue
 		}
 		out[k] = v
 	}
 	return out
+}
+
+// peerHeaders are the headers peers add (peers.Headers).
+var peerHeaders = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range peers.Headers {
+		m[h] = true
+	}
+	return m
+}()
+
+// incoming returns the metadata of a call the proxy serves, without the
+// peers' headers: they are never part of a key, whoever sent them. The map
+// is the call's own copy (grpc-go copies it for each FromIncomingContext).
+func incoming(ctx context.Context) metadata.MD {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, h := range peers.Headers {
+		delete(md, h)
+	}
+	return md
 }
 
 // contentSubtype returns the codec content-subtype of the incoming call:

@@ -22,8 +22,8 @@ var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 // directions at once. The backend stream's context derives from the caller's,
 // so the caller's cancellation and deadline reach the backend. A method known
 // to take one request message is held to it, as grpc-go holds it.
-func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule) error {
-	md, _ := metadata.FromIncomingContext(ss.Context())
+func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
+	md := incoming(ss.Context())
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
 
@@ -32,7 +32,11 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 	err := p.forward(ctx, cancel, ss, method, p.callOptions(contentSubtype(md), authority(md)), oneRequest)
 	code := callerCode(ss.Context(), err)
 	p.observer.ObserveBackendCall(method, code, time.Since(start))
-	p.observer.ObserveRequest(method, OutcomePassthrough, code)
+	if by == fromPeer {
+		p.observer.ObservePeerRequest(method, OutcomePassthrough, code)
+	} else {
+		p.observer.ObserveRequest(method, OutcomePassthrough, code)
+	}
 	return err
 }
 

@@ -57,12 +57,22 @@ type Observer interface {
 	ObserveRequest(method, outcome string, code codes.Code)
 	// ObserveBackendCall is called once per backend call, when it ends.
 	ObserveBackendCall(method string, code codes.Code, d time.Duration)
+	// ObservePeerCall is called once per call forwarded to the key's owner,
+	// with the owner's code, or the code of the failure to reach it and
+	// fellBack set when the call was made to the local backend instead.
+	ObservePeerCall(method string, code codes.Code, fellBack bool)
+	// ObservePeerRequest is called once per call served for a peer, instead
+	// of ObserveRequest.
+	ObservePeerRequest(method, outcome string, code codes.Code)
 }
 
 // Options configures a Proxy. Backend, Rules and KeyRule are required.
 type Options struct {
 	// Backend is the connection calls are forwarded to.
 	Backend grpc.ClientConnInterface
+	// Peers, when set, is the connection to the replicas (see the peers
+	// package): a collapsed call is made by its key's owner.
+	Peers grpc.ClientConnInterface
 	// Rules says which methods are collapsed and how.
 	Rules Rules
 	// KeyRule derives the collapse key of a unary request.
@@ -99,6 +109,7 @@ type Options struct {
 // methods its rules say to collapse.
 type Proxy struct {
 	backend        grpc.ClientConnInterface
+	peers          grpc.ClientConnInterface // nil: no peers
 	rules          Rules
 	keyRule        *requestkey.Rule
 	group          *collapse.Group[*Response]
@@ -143,6 +154,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{
 		backend:        o.Backend,
+		peers:          o.Peers,
 		rules:          o.Rules,
 		keyRule:        o.KeyRule,
 		private:        private,
@@ -178,17 +190,27 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// ServerOptions returns the options the proxy needs of the grpc.Server it
-// serves on: the raw codec (per server, never registered globally; it falls
-// back to the standard proto codec for proto.Message values so
+// ServerOptions returns the options the proxy needs of the grpc.Server
+// callers call: the raw codec (per server, never registered globally; it
+// falls back to the standard proto codec for proto.Message values so
 // grpc.health.v1 can be served on the same server), message size limits
 // and the UnknownServiceHandler.
 func (p *Proxy) ServerOptions() []grpc.ServerOption {
+	return p.serverOptions(p.handle)
+}
+
+// PeerServerOptions returns the options of the peer listener's grpc.Server:
+// as ServerOptions, with a handler that serves forwarded calls locally.
+func (p *Proxy) PeerServerOptions() []grpc.ServerOption {
+	return p.serverOptions(p.handlePeer)
+}
+
+func (p *Proxy) serverOptions(h grpc.StreamHandler) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(p.codec),
 		grpc.MaxRecvMsgSize(p.maxRecv),
 		grpc.MaxSendMsgSize(p.maxSend),
-		grpc.UnknownServiceHandler(p.handle),
+		grpc.UnknownServiceHandler(h),
 	}
 }
 
@@ -206,13 +228,23 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	}
 	rule := p.rules.Rule(method)
 	if rule.Action == policy.Collapse {
-		return p.unary(ss, method, rule)
+		return p.unary(ss, method, rule, fromCaller)
 	}
-	return p.passthrough(ss, method, rule)
+	return p.passthrough(ss, method, rule, fromCaller)
 }
+
+// from says who made a call the proxy serves.
+type from uint8
+
+const (
+	fromCaller from = iota // a caller of the sidecar's own port
+	fromPeer               // a peer that forwarded it to the key's owner
+)
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.
 type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(string, string, codes.Code)            {}
 func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
+func (nopObserver) ObservePeerCall(string, codes.Code, bool)             {}
+func (nopObserver) ObservePeerRequest(string, string, codes.Code)        {}

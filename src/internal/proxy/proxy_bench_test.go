@@ -17,6 +17,7 @@ import (
 //
 //	Direct       client → backend (the baseline)
 //	ProxiedMiss  client → sidecar → backend for every call (no cache, unique payloads)
+//	ProxiedMissForwarded  client → sidecar → owner's peer listener → backend
 //	ProxiedHit   client → sidecar, answered from the result cache
 //	ProxiedJoin  parallel identical calls, no cache: as many as happen to
 //	             overlap share a backend call; joined/op reports how many.
@@ -37,6 +38,20 @@ func BenchmarkProxiedMiss(b *testing.B) {
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("miss-", i) })
 	if got := backend.sayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
+	}
+}
+
+// BenchmarkProxiedMissForwarded is BenchmarkProxiedMiss with the call made
+// by the key's owner, a peer (here the sidecar itself): one hop more.
+func BenchmarkProxiedMissForwarded(b *testing.B) {
+	backend := startBackend(b, nil)
+	s := startSidecar(b, backend.addr, sidecarConfig{peered: true})
+	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("forwarded-", i) })
+	if got := backend.sayHello.Load(); got != int64(b.N)+1 {
+		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
+	}
+	if len(s.observed.peerCalls) != b.N+1 {
+		b.Fatalf("forwarded calls = %d, want %d", len(s.observed.peerCalls), b.N+1)
 	}
 }
 

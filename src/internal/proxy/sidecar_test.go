@@ -16,6 +16,7 @@ import (
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
@@ -55,11 +56,32 @@ type backendRecord struct {
 	code   codes.Code
 }
 
+// peerRecord is one call forwarded to an owner.
+type peerRecord struct {
+	method   string
+	code     codes.Code
+	fellBack bool
+}
+
 // recorder is a proxy.Observer that remembers every observation.
 type recorder struct {
-	mu       sync.Mutex
-	requests []requestRecord
-	backend  []backendRecord
+	mu           sync.Mutex
+	requests     []requestRecord
+	backend      []backendRecord
+	peerCalls    []peerRecord
+	peerRequests []requestRecord
+}
+
+func (r *recorder) ObservePeerCall(method string, code codes.Code, fellBack bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.peerCalls = append(r.peerCalls, peerRecord{method, code, fellBack})
+}
+
+func (r *recorder) ObservePeerRequest(method, outcome string, code codes.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.peerRequests = append(r.peerRequests, requestRecord{method, outcome, code})
 }
 
 func (r *recorder) ObserveRequest(method, outcome string, code codes.Code) {
@@ -92,6 +114,9 @@ type sidecarConfig struct {
 	options func(*proxy.Options)
 	// wrapBackend, when set, wraps the connection to the backend.
 	wrapBackend func(grpc.ClientConnInterface) grpc.ClientConnInterface
+	// peered makes the sidecar its own only peer: every collapsed call is
+	// forwarded to its peer listener, one hop more.
+	peered bool
 }
 
 // sidecar is a proxy serving on 127.0.0.1:0 with a client connected to it.
@@ -137,12 +162,29 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 		KeyRule:  rule,
 		Observer: observed,
 	}
+	var peerLis net.Listener
+	if cfg.peered {
+		if peerLis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		peerConn, err := peers.Dial(peerLis.Addr().String())
+		if err != nil {
+			t.Fatalf("peers: %v", err)
+		}
+		t.Cleanup(func() { _ = peerConn.Close() })
+		opts.Peers = peerConn
+	}
 	if cfg.options != nil {
 		cfg.options(&opts)
 	}
 	p, err := proxy.New(opts)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
+	}
+	if peerLis != nil {
+		peerSrv := grpc.NewServer(p.PeerServerOptions()...)
+		go func() { _ = peerSrv.Serve(peerLis) }()
+		t.Cleanup(peerSrv.Stop)
 	}
 	srv := grpc.NewServer(p.ServerOptions()...)
 	hs := health.NewServer()

@@ -28,22 +28,40 @@ var (
 
 // unary serves a call through the collapse group: callers with the same key
 // share one backend call, and each gets exactly what that call produced.
-func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule) error {
+// With peers, the shared call of a caller's request is made by the key's
+// owner; a call a peer forwarded is made here, to the local backend.
+func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
 	ctx := ss.Context()
-	md, _ := metadata.FromIncomingContext(ctx)
+	md := incoming(ctx)
+	observe := p.observer.ObserveRequest
+	if by == fromPeer {
+		observe = p.observer.ObservePeerRequest
+	}
 	payload, err := p.receive(ctx, ss)
 	if err != nil {
-		p.observer.ObserveRequest(method, OutcomeError, callerCode(ctx, err))
+		observe(method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
 	sub := contentSubtype(md)
 	key := p.keyRule.Key(method, sub, payload, md)
+	if by == fromPeer {
+		// The calls peers forward share flights of their own: this
+		// replica's callers' flight for the key may be the very call that
+		// came here (a replica owns some keys itself, and forwards to itself).
+		key = peerKeyPrefix + key
+	}
 	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
+		if p.peers != nil && by == fromCaller && !c.Own() {
+			return p.invokeOwner(c.Context(), method, sub, payload, md, key)
+		}
 		return p.invoke(c.Context(), method, sub, payload, md)
 	})
+	if by == fromPeer {
+		ss.SetTrailer(servedByOwner)
+	}
 	err = p.reply(ss, method, outcome, resp, err)
-	p.observer.ObserveRequest(method, outcome.String(), callerCode(ctx, err))
+	observe(method, outcome.String(), callerCode(ctx, err))
 	return err
 }
 
@@ -109,6 +127,12 @@ func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, 
 	start := time.Now()
 	err := p.backend.Invoke(ctx, method, &frame{payload: payload}, &out, opts...)
 	p.observer.ObserveBackendCall(method, status.Code(err), time.Since(start))
+	return p.response(out, header, trailer, err)
+}
+
+// response is what a backend call that answered out with header and
+// trailer, or failed with err, produced.
+func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Response, error) {
 	resp := &Response{Header: forwardable(header), Trailer: forwardable(trailer)}
 	resp.Private = p.private.privateIn(header) || p.private.privateIn(trailer)
 	if err != nil {

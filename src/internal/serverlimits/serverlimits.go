@@ -65,6 +65,9 @@ type Limits struct {
 	MaxConcurrentStreams uint32
 	// MaxHeaderBytes bounds a request's header list (default DefaultMaxHeaderBytes).
 	MaxHeaderBytes uint32
+	// MaxConnectionAge, when set, ends every connection after about this
+	// long (GOAWAY, with MaxConnectionAgeGrace for its calls to end).
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -89,7 +92,10 @@ func (l Limits) ServerOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(l.MaxHeaderBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingTime, Timeout: pingTimeout, MaxConnectionIdle: maxConnectionIdle}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: pingTime, Timeout: pingTimeout, MaxConnectionIdle: maxConnectionIdle,
+			MaxConnectionAge: l.MaxConnectionAge, MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
+		}),
 	}
 }
 

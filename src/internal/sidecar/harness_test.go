@@ -117,6 +117,13 @@ func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit
 	if edit != nil {
 		edit(&cfg)
 	}
+	return serveConfig(t, cfg, logger, nil)
+}
+
+// serveConfig serves a Sidecar of cfg on loopback ports, its peer listener
+// on peerLis (nil: none), until the test ends.
+func serveConfig(t testing.TB, cfg config.Sidecar, logger *slog.Logger, peerLis net.Listener) *runningSidecar {
+	t.Helper()
 	s, err := New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +138,7 @@ func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, grpcLis, metricsLis) }()
+	go func() { served <- s.Serve(ctx, Listeners{GRPC: grpcLis, Metrics: metricsLis, Peer: peerLis}) }()
 	r := &runningSidecar{Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String(), cancel: cancel, served: served}
 	r.stop = sync.OnceValue(func() error {
 		cancel()

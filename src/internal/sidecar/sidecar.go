@@ -25,6 +25,7 @@ import (
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/metrics"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
@@ -48,12 +49,14 @@ type Sidecar struct {
 	cfg      config.Sidecar
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
+	peers    *grpc.ClientConn // nil: no peers
 	proxy    *proxy.Proxy
 	resolver *methodkind.Resolver
 	policy   *policy.Store
 	limits   serverlimits.Limits
 	health   *health.Server
 	server   *grpc.Server
+	peer     *grpc.Server // serves the peers' calls; nil: no peers
 	metrics  http.Handler
 }
 
@@ -80,16 +83,26 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
-	s, err := assemble(cfg, logger, backend, rule)
+	var peerConn *grpc.ClientConn
+	if cfg.Peers != "" {
+		if peerConn, err = peers.Dial(cfg.Peers); err != nil {
+			backend.Close()
+			return nil, err
+		}
+	}
+	s, err := assemble(cfg, logger, backend, peerConn, rule)
 	if err != nil {
 		backend.Close()
+		if peerConn != nil {
+			peerConn.Close()
+		}
 		return nil, err
 	}
 	return s, nil
 }
 
-// assemble connects the parts around the backend connection.
-func assemble(cfg config.Sidecar, logger *slog.Logger, backend *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
+// assemble connects the parts around the backend and peer connections.
+func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -108,6 +121,7 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend *grpc.ClientConn,
 	observer, err := metrics.NewSidecar(registry, metrics.Sources{
 		Stats:   func() collapse.Stats { return p.Stats() },
 		Methods: func() map[string]metrics.MethodRule { return methodRules(decider.Rules()) },
+		Peers:   peerConn != nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -125,8 +139,13 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend *grpc.ClientConn,
 		return nil, err
 	}
 	decider = policy.NewDecider(store, resolver, logger)
+	var peerCC grpc.ClientConnInterface // a nil *grpc.ClientConn must stay a nil interface
+	if peerConn != nil {
+		peerCC = peerConn
+	}
 	p, err = proxy.New(proxy.Options{
 		Backend:            backend,
+		Peers:              peerCC,
 		Rules:              decider,
 		KeyRule:            rule,
 		CacheMaxEntries:    cfg.CacheMaxEntries,
@@ -149,6 +168,12 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend *grpc.ClientConn,
 		MaxHeaderBytes:       uint32(cfg.MaxHeaderBytes),
 	}
 	server := grpc.NewServer(append(p.ServerOptions(), limits.ServerOptions()...)...)
+	var peerServer *grpc.Server
+	if peerConn != nil {
+		peerLimits := limits
+		peerLimits.MaxConnectionAge, peerLimits.MaxConnectionAgeGrace = peers.MaxConnectionAge, peers.MaxConnectionAgeGrace
+		peerServer = grpc.NewServer(append(p.PeerServerOptions(), peerLimits.ServerOptions()...)...)
+	}
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
@@ -157,12 +182,14 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend *grpc.ClientConn,
 		cfg:      cfg,
 		logger:   logger,
 		backend:  backend,
+		peers:    peerConn,
 		proxy:    p,
 		resolver: resolver,
 		policy:   store,
 		limits:   limits,
 		health:   hs,
 		server:   server,
+		peer:     peerServer,
 		metrics:  metrics.Handler(registry),
 	}, nil
 }
@@ -176,11 +203,24 @@ func methodRules(rules map[string]policy.Rule) map[string]metrics.MethodRule {
 	return out
 }
 
-// Serve serves gRPC on grpcLis and metrics on metricsLis until ctx ends or
-// a server fails, then shuts down: health turns NOT_SERVING, no new calls
-// are accepted, and calls in flight get cfg.ShutdownTimeout to finish.
-// Serve releases everything New acquired; a Sidecar serves once.
-func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) error {
+// Listeners are where a Sidecar serves.
+type Listeners struct {
+	// GRPC is where callers call; Metrics serves /metrics.
+	GRPC, Metrics net.Listener
+	// Peer is where peers forward calls; required with cfg.Peers, unused
+	// without.
+	Peer net.Listener
+}
+
+// Serve serves on lis until ctx ends or a server fails, then shuts down:
+// health turns NOT_SERVING, no new calls are accepted, and calls in flight
+// get cfg.ShutdownTimeout to finish. Serve releases everything New
+// acquired; a Sidecar serves once.
+func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
+	grpcLis, metricsLis := lis.GRPC, lis.Metrics
+	if s.peer != nil && lis.Peer == nil {
+		return errors.New("sidecar: peers are configured but there is no peer listener")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -189,7 +229,7 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 	metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	var wg sync.WaitGroup
-	failed := make(chan error, 2)
+	failed := make(chan error, 3)
 	wg.Go(func() { s.resolver.Run(ctx) })
 	wg.Go(func() { s.policy.Run(ctx, 0) })
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.logger) })
@@ -198,6 +238,13 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
 		}
 	})
+	if s.peer != nil {
+		wg.Go(func() {
+			if err := s.peer.Serve(s.limits.Listener(lis.Peer)); err != nil {
+				failed <- fmt.Errorf("serve peers on %s: %w", lis.Peer.Addr(), err)
+			}
+		})
+	}
 	wg.Go(func() {
 		if err := metricsServer.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
 			failed <- fmt.Errorf("serve metrics on %s: %w", metricsLis.Addr(), err)
@@ -211,7 +258,13 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 	}
 	s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
 	s.health.Shutdown()
-	s.stopGRPC()
+	var stops sync.WaitGroup
+	for _, srv := range []*grpc.Server{s.server, s.peer} {
+		if srv != nil {
+			stops.Go(func() { s.stopGRPC(srv) })
+		}
+	}
+	stops.Wait()
 	cancel()
 	shutdownCtx, done := context.WithTimeout(context.Background(), time.Second)
 	defer done()
@@ -222,15 +275,20 @@ func (s *Sidecar) Serve(ctx context.Context, grpcLis, metricsLis net.Listener) e
 	if cErr := s.backend.Close(); cErr != nil {
 		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
 	}
+	if s.peers != nil {
+		if cErr := s.peers.Close(); cErr != nil {
+			err = errors.Join(err, fmt.Errorf("close peer connection: %w", cErr))
+		}
+	}
 	return err
 }
 
-// stopGRPC stops accepting calls and waits for those in flight, at most
-// cfg.ShutdownTimeout, then cancels the rest.
-func (s *Sidecar) stopGRPC() {
+// stopGRPC stops srv accepting calls and waits for those in flight, at
+// most cfg.ShutdownTimeout, then cancels the rest.
+func (s *Sidecar) stopGRPC(srv *grpc.Server) {
 	stopped := make(chan struct{})
 	go func() {
-		s.server.GracefulStop()
+		srv.GracefulStop()
 		close(stopped)
 	}()
 	timer := time.NewTimer(s.cfg.ShutdownTimeout)
@@ -239,7 +297,7 @@ func (s *Sidecar) stopGRPC() {
 	case <-stopped:
 	case <-timer.C:
 		s.logger.Warn("calls still in flight at the shutdown timeout are cancelled")
-		s.server.Stop()
+		srv.Stop()
 		<-stopped
 	}
 }

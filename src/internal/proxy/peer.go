@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/collapser/collapser/src/internal/peers"
+	"github.com/collapser/collapser/src/internal/policy"
+)
+
+// peerKeyPrefix starts the keys of calls served for peers. No key
+// requestkey makes starts with it: a key starts with the method's length.
+const peerKeyPrefix = "\x00"
+
+// servedByOwner is the trailer an owner sends with every answer to a peer.
+var servedByOwner = metadata.Pairs(peers.ServedHeader, "1")
+
+// errNotForwarded answers a call to the peer port that no peer forwarded.
+var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer port serves only calls forwarded by peers")
+
+// invokeOwner makes the shared call of key through the key's owner: the
+// peer connection's ring_hash balancer picks it by the key's hash, and the
+// hop marker makes the owner serve it with its own backend. The owner's
+// answer, its backend's status included, is relayed as it came. A call
+// that did not reach an owner (no owner's trailer on its error: the peer is
+// gone, refused the connection, or the connection broke) is made to the
+// local backend instead, with the time the call has left.
+func (p *Proxy) invokeOwner(ctx context.Context, method, sub string, payload []byte, md metadata.MD, key string) (*Response, error) {
+	out := forwardable(md)
+	out[peers.HopHeader] = []string{"1"}
+	out[peers.HashHeader] = []string{peers.KeyHash(key)}
+	var header, trailer metadata.MD
+	var reply frame
+	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
+	err := p.peers.Invoke(metadata.NewOutgoingContext(ctx, out), method, &frame{payload: payload}, &reply, opts...)
+	if err != nil && len(trailer.Get(peers.ServedHeader)) == 0 && ctx.Err() == nil {
+		p.observer.ObservePeerCall(method, status.Code(err), true)
+		return p.invoke(ctx, method, sub, payload, md)
+	}
+	p.observer.ObservePeerCall(method, status.Code(err), false)
+	return p.response(reply, header, trailer, err)
+}
+
+// handlePeer serves a call a peer forwarded because this sidecar owns its
+// key: through the same collapse group as the callers' own calls (so the
+// owner's callers and every peer's share one backend call), with the local
+// backend, never forwarding it again. Every answer carries the owner's
+// trailer.
+func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
+	method, ok := grpc.MethodFromServerStream(ss)
+	if !ok {
+		return status.Error(codes.Internal, "proxy: no method name in server stream")
+	}
+	if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get(peers.HopHeader)) == 0 {
+		return errNotForwarded
+	}
+	rule := p.rules.Rule(method)
+	if rule.Action != policy.Collapse {
+		// This replica's policy passes it through (a reload the forwarder
+		// has not seen yet): serve it so.
+		ss.SetTrailer(servedByOwner)
+		return p.passthrough(ss, method, rule, fromPeer)
+	}
+	return p.unary(ss, method, rule, fromPeer)
+}
