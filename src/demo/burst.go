@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ type burstSpec struct {
 	requests      int
 	concurrency   int // at most this many in flight; 0 or more than requests = all at once
 	name          string
+	distinct      bool   // request n is named name-n
 	authorization string // "" = no authorization header
 	timeout       time.Duration
 }
@@ -44,7 +46,7 @@ func sendBurst(ctx context.Context, clients []hellov1.GreeterClient, spec burstS
 	if spec.authorization != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", spec.authorization)
 	}
-	req := &hellov1.HelloRequest{Name: spec.name}
+	same := &hellov1.HelloRequest{Name: spec.name}
 	results := make([]result, spec.requests)
 	workers := spec.concurrency
 	if workers <= 0 || workers > spec.requests {
@@ -58,6 +60,10 @@ func sendBurst(ctx context.Context, clients []hellov1.GreeterClient, spec burstS
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(spec.requests); i = next.Add(1) - 1 {
 				p.sent.Add(1)
+				req := same
+				if spec.distinct {
+					req = &hellov1.HelloRequest{Name: spec.name + "-" + strconv.FormatInt(i, 10)}
+				}
 				results[i] = sayHello(ctx, client, req, spec.timeout)
 				p.done.Add(1)
 			}

@@ -3,7 +3,10 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -36,22 +39,73 @@ func (c statsCounter) sayHelloCount(ctx context.Context) (int64, error) {
 	return reply.GetByMethod()[hellov1.Greeter_SayHello_FullMethodName], nil
 }
 
-// metricsCounter reads the count from the hello backend's Prometheus
+// metricsCounter reads the count from the hello backends' Prometheus
 // metrics: a read-only HTTP port, for a backend whose gRPC listener only the
-// sidecar in its pod can reach.
+// sidecar in its pod can reach. The URL's host may name several backends (a
+// headless Service names every pod): the count is the sum over the
+// addresses it resolves to (IPv4 ones, or IPv6 ones when it has none).
 type metricsCounter struct {
-	url    string
+	url    *url.URL
+	raw    string
 	client *http.Client
 }
 
-func newMetricsCounter(url string) metricsCounter {
-	return metricsCounter{url: url, client: &http.Client{Timeout: DefaultConnectTimeout}}
+func newMetricsCounter(raw string) (metricsCounter, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return metricsCounter{}, fmt.Errorf("backend metrics URL %q is not http://host:port/path", raw)
+	}
+	return metricsCounter{url: u, raw: raw, client: &http.Client{Timeout: DefaultConnectTimeout}}, nil
 }
 
 func (c metricsCounter) sayHelloCount(ctx context.Context) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	addrs, err := backendAddresses(ctx, c.url.Hostname())
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", c.url, err)
+		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", c.raw, err)
+	}
+	var sum int64
+	for _, addr := range addrs {
+		u := *c.url
+		u.Host = net.JoinHostPort(addr, c.url.Port())
+		n, err := c.countAt(ctx, u.String())
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// backendAddresses resolves host to the addresses of its backends.
+func backendAddresses(ctx context.Context, host string) ([]string, error) {
+	if net.ParseIP(host) != nil {
+		return []string{host}, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	var v4, v6 []string
+	for _, ip := range ips {
+		if ip.Unmap().Is4() {
+			v4 = append(v4, ip.Unmap().String())
+		} else {
+			v6 = append(v6, ip.String())
+		}
+	}
+	slices.Sort(v4)
+	slices.Sort(v6)
+	if len(v4) > 0 {
+		return slices.Compact(v4), nil
+	}
+	return slices.Compact(v6), nil
+}
+
+// countAt reads the SayHello count of the one backend at url.
+func (c metricsCounter) countAt(ctx context.Context, url string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", url, err)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -59,28 +113,33 @@ func (c metricsCounter) sayHelloCount(ctx context.Context) (int64, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %s", c.url, resp.Status)
+		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", c.url, err)
+		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", url, err)
 	}
 	if family, ok := families[requestsMetric]; ok {
 		for _, m := range family.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "method" && l.GetValue() == hellov1.Greeter_SayHello_FullMethodName {
-					return int64(m.GetCounter().GetValue()), nil
+					return int64(m.GetCounter().GetValue() + m.GetUntyped().GetValue()), nil
 				}
 			}
 		}
 	}
-	return 0, fmt.Errorf("read SayHello count from backend metrics %s: no %s{method=%q}", c.url, requestsMetric, hellov1.Greeter_SayHello_FullMethodName)
+	return 0, fmt.Errorf("read SayHello count from backend metrics %s: no %s{method=%q}", url, requestsMetric, hellov1.Greeter_SayHello_FullMethodName)
 }
 
-// BackendMetricsCount reads the hello backend's own SayHello count from its
-// Prometheus metrics at url (http://host:2113/metrics), as a run with
+// BackendMetricsCount reads the hello backends' own SayHello count from
+// their Prometheus metrics at url (http://host:2113/metrics; a host that
+// resolves to several addresses sums them), as a run with
 // Config.BackendMetrics does before and after its bursts.
 func BackendMetricsCount(ctx context.Context, url string) (int64, error) {
-	return newMetricsCounter(url).sayHelloCount(ctx)
+	c, err := newMetricsCounter(url)
+	if err != nil {
+		return 0, err
+	}
+	return c.sayHelloCount(ctx)
 }

@@ -52,6 +52,9 @@ type Config struct {
 	Connections int
 	// Name is the HelloRequest name every request carries.
 	Name string
+	// Distinct makes every request of a burst distinct, named Name-<n>: a
+	// load of distinct keys, each its own backend call.
+	Distinct bool
 	// Authorization is the first burst's authorization header; "" = none.
 	Authorization string
 	// SecondAuthorization, when non-empty, adds a second burst with this
@@ -103,9 +106,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer conns.close()
-	var backend counter = newMetricsCounter(cfg.BackendMetrics)
-	if cfg.Backend != "" {
-		backend = statsCounter{client: hellov1.NewStatsClient(conns.backend), addr: cfg.Backend}
+	var backend counter = statsCounter{client: hellov1.NewStatsClient(conns.backend), addr: cfg.Backend}
+	if cfg.Backend == "" {
+		if backend, err = newMetricsCounter(cfg.BackendMetrics); err != nil {
+			return nil, err
+		}
 	}
 	before, err := backend.sayHelloCount(ctx)
 	if err != nil {
@@ -161,7 +166,7 @@ func (c *Config) connections() int {
 
 // bursts returns the bursts cfg asks for, the first one first.
 func (c *Config) bursts() []burstSpec {
-	first := burstSpec{requests: c.Requests, concurrency: c.Concurrency, name: c.Name, authorization: c.Authorization, timeout: c.Timeout}
+	first := burstSpec{requests: c.Requests, concurrency: c.Concurrency, name: c.Name, distinct: c.Distinct, authorization: c.Authorization, timeout: c.Timeout}
 	if c.SecondAuthorization == "" {
 		return []burstSpec{first}
 	}

@@ -14,6 +14,7 @@ func TestRender_TogglesAddAndRemoveComponents(t *testing.T) {
 		"Deployment/" + fullname,
 		"Pod/" + fullname + "-test-collapse",
 		"Service/" + fullname,
+		"Service/" + fullname + "-pods",
 		"ServiceAccount/" + fullname,
 	}
 	prometheus := []string{
@@ -40,8 +41,8 @@ func TestRender_TogglesAddAndRemoveComponents(t *testing.T) {
 		{"grafana with an external Prometheus", []string{"grafana.enabled=true", "grafana.datasourceUrl=http://prometheus.monitoring:9090"}, [][]string{base, grafana}},
 		{"service monitor", []string{"serviceMonitor.enabled=true"}, [][]string{base, {"Service/" + fullname + "-metrics", "ServiceMonitor/" + fullname}}},
 		{"dashboard for an existing Grafana", []string{"dashboards.enabled=true"}, [][]string{base, {"ConfigMap/" + fullname + "-dashboards"}}},
-		{"no service account", []string{"serviceAccount.create=false"}, [][]string{{"Deployment/" + fullname, "Pod/" + fullname + "-test-collapse", "Service/" + fullname}}},
-		{"no test pod", []string{"tests.enabled=false"}, [][]string{{"Deployment/" + fullname, "Service/" + fullname, "ServiceAccount/" + fullname}}},
+		{"no service account", []string{"serviceAccount.create=false"}, [][]string{{"Deployment/" + fullname, "Pod/" + fullname + "-test-collapse", "Service/" + fullname, "Service/" + fullname + "-pods"}}},
+		{"no test pod", []string{"tests.enabled=false"}, [][]string{{"Deployment/" + fullname, "Service/" + fullname, "Service/" + fullname + "-pods", "ServiceAccount/" + fullname}}},
 		{"network policy", []string{"networkPolicy.enabled=true"}, [][]string{base, {"NetworkPolicy/" + fullname}}},
 		{"disruption budget", []string{"podDisruptionBudget.enabled=true"}, [][]string{base, {"PodDisruptionBudget/" + fullname}}},
 		{"policy", []string{"collapser.policy.default.collapse=auto"}, [][]string{base, {"ConfigMap/" + fullname + "-policy"}}},
@@ -136,7 +137,7 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 	}
 	want := []string{
 		"--target=" + fullname + ":50052",
-		"--backend-metrics=http://" + fullname + ":2113/metrics",
+		"--backend-metrics=http://" + fullname + "-pods:2113/metrics",
 		"--requests=10000",
 		"--concurrency=10000",
 		"--timeout=10s",
@@ -164,26 +165,31 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 func TestRender_NotesPrintTheCommandsToReachEverything(t *testing.T) {
 	tests := []struct {
 		file string
+		set  []string
 		want []string
 	}{
-		{"ci/default-values.yaml", []string{
+		{"ci/default-values.yaml", nil, []string{
 			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112 2113:2113",
 			"go run ./src/cmd/democlient --target localhost:50052 --backend-metrics http://localhost:2113/metrics",
 			"helm test demo --namespace lab\n",
 		}},
-		{"ci/backend-off-values.yaml", []string{
+		{"ci/default-values.yaml", []string{"replicaCount=3"}, []string{
+			"the sidecars\nforward each key's call to the pod that owns it",
+			"helm test below sums every pod's count",
+		}},
+		{"ci/backend-off-values.yaml", nil, []string{
 			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112\n",
 			"the sidecar forwards to 127.0.0.1:50051 in the pod",
 		}},
-		{"ci/observability-values.yaml", []string{
+		{"ci/observability-values.yaml", nil, []string{
 			"kubectl --namespace lab port-forward service/" + fullname + "-grafana 3000:3000",
 			"http://localhost:3000",
 			"kubectl --namespace lab port-forward service/" + fullname + "-prometheus 9090:9090",
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			notes := render(t, tt.file).notes + "\n"
+		t.Run(tt.file+strings.Join(tt.set, ","), func(t *testing.T) {
+			notes := render(t, tt.file, tt.set...).notes + "\n"
 			for _, w := range tt.want {
 				if !strings.Contains(notes, w) {
 					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)

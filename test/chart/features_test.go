@@ -26,10 +26,11 @@ func TestRender_NetworkPolicyOpensOnlyTheSidecarAndMetricsPorts(t *testing.T) {
 		set         []string
 		grpcPeers   int // 0: every peer (no from)
 		metricPorts []string
+		peerRule    bool // replicas: the peer port, from the release's own pods
 	}{
-		{"defaults: every peer", "", []string{"networkPolicy.enabled=true"}, 0, []string{"metrics", "backend-metrics"}},
-		{"configured peers and the release's own pods", allFeatures, nil, 2, []string{"metrics", "backend-metrics"}},
-		{"own backend container", "ci/backend-off-values.yaml", []string{"networkPolicy.enabled=true"}, 0, []string{"metrics"}},
+		{"defaults: every peer", "", []string{"networkPolicy.enabled=true"}, 0, []string{"metrics", "backend-metrics"}, false},
+		{"configured peers and the release's own pods", allFeatures, nil, 2, []string{"metrics", "backend-metrics"}, true},
+		{"own backend container", "ci/backend-off-values.yaml", []string{"networkPolicy.enabled=true"}, 0, []string{"metrics"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,8 +45,21 @@ func TestRender_NetworkPolicyOpensOnlyTheSidecarAndMetricsPorts(t *testing.T) {
 			if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 				t.Errorf("policyTypes = %v, want [Ingress]", np.Spec.PolicyTypes)
 			}
-			if len(np.Spec.Ingress) != 2 {
-				t.Fatalf("%d ingress rules, want 2 (gRPC, metrics)", len(np.Spec.Ingress))
+			rules := 2
+			if tt.peerRule {
+				rules = 3
+			}
+			if len(np.Spec.Ingress) != rules {
+				t.Fatalf("%d ingress rules, want %d (gRPC, metrics, peers with replicas)", len(np.Spec.Ingress), rules)
+			}
+			if tt.peerRule {
+				peer := np.Spec.Ingress[2]
+				if got := portNames(peer.Ports); !slices.Equal(got, []string{"peer"}) {
+					t.Errorf("third rule ports = %v, want [peer]", got)
+				}
+				if len(peer.From) != 1 || peer.From[0].PodSelector == nil || !maps.Equal(peer.From[0].PodSelector.MatchLabels, proxyLabels) {
+					t.Errorf("peer port from %+v, want only this release's collapser pods", peer.From)
+				}
 			}
 			grpc, metrics := np.Spec.Ingress[0], np.Spec.Ingress[1]
 			if got := portNames(grpc.Ports); !slices.Equal(got, []string{"grpc"}) {

@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -55,6 +56,7 @@ type rendered struct {
 	pods            map[string]*corev1.Pod // helm test hooks
 	networkPolicies map[string]*networkingv1.NetworkPolicy
 	pdbs            map[string]*policyv1.PodDisruptionBudget
+	hpas            map[string]*autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors map[string]map[string]any
 	notes           string
 }
@@ -69,6 +71,7 @@ func (r *rendered) kinds() []string {
 	}
 	add("Deployment", slices.Collect(maps.Keys(r.deployments)))
 	add("Service", slices.Collect(maps.Keys(r.services)))
+	add("HorizontalPodAutoscaler", slices.Collect(maps.Keys(r.hpas)))
 	add("ServiceAccount", slices.Collect(maps.Keys(r.serviceAccounts)))
 	add("ConfigMap", slices.Collect(maps.Keys(r.configMaps)))
 	add("Secret", slices.Collect(maps.Keys(r.secrets)))
@@ -151,6 +154,7 @@ func render(t *testing.T, valuesFile string, set ...string) *rendered {
 		pods:            map[string]*corev1.Pod{},
 		networkPolicies: map[string]*networkingv1.NetworkPolicy{},
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
+		hpas:            map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		serviceMonitors: map[string]map[string]any{},
 	}
 	for name, content := range files {
@@ -206,6 +210,8 @@ func (r *rendered) add(doc string) error {
 		return decodeInto(doc, head.Metadata.Name, r.networkPolicies)
 	case "policy/v1 PodDisruptionBudget":
 		return decodeInto(doc, head.Metadata.Name, r.pdbs)
+	case "autoscaling/v2 HorizontalPodAutoscaler":
+		return decodeInto(doc, head.Metadata.Name, r.hpas)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return decodeInto(doc, head.Metadata.Name, r.serviceMonitors)
 	default:

@@ -108,6 +108,10 @@ func TestCollapserOnKind(t *testing.T) {
 		}
 	})
 
+	t.Run("three replicas collapse as one", func(t *testing.T) {
+		checkReplicas(t, s)
+	})
+
 	t.Run("upgrade with a new TTL rolls the pod and the TTL takes effect", func(t *testing.T) {
 		const newTTL = 30 * time.Second
 		helm.Upgrade(t, helmOptions(s, kubectl, newTTL), s.chartDir, release)

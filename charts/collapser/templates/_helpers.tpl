@@ -120,3 +120,53 @@ Usage: include "collapser.metricsSrv" (dict "port" "metrics" "context" $)
 {{- $ctx := .context }}
 {{- printf "_%s._tcp.%s-metrics.%s.svc.%s" .port (include "collapser.fullname" $ctx) $ctx.Release.Namespace $ctx.Values.clusterDomain }}
 {{- end }}
+
+{{/*
+"true" when the sidecars forward collapsed calls to their keys' owners: peers.enabled,
+or, when it is null, whether more than one pod can run.
+*/}}
+{{- define "collapser.peersEnabled" -}}
+{{- if kindIs "bool" .Values.peers.enabled }}
+{{- .Values.peers.enabled }}
+{{- else }}
+{{- or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- end }}
+{{- end }}
+
+{{/*
+The headless Service that lists every ready collapser pod: the peers' membership,
+and where a reader of per-pod counts finds every pod.
+*/}}
+{{- define "collapser.podsService" -}}
+{{- printf "%s-pods" (include "collapser.fullname" .) }}
+{{- end }}
+
+{{/*
+What NOTES says about more than one pod: a port-forward reaches one of them.
+*/}}
+{{- define "collapser.replicaText" -}}
+{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- if eq (include "collapser.peersEnabled" .) "true" -}}
+With several pods, a port-forward reaches one of them, and so does its count; the sidecars
+forward each key's call to the pod that owns it, so the backends' total is what counts:
+helm test below sums every pod's count (or ask Prometheus: sum(hello_requests_total)).
+{{- else -}}
+With several pods and peers.enabled false, each pod collapses on its own: N pods can make N
+backend calls for one burst. helm test below sums every pod's count.
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A container's lifecycle with a native preStop sleep of .seconds, on clusters that
+have the sleep action (Kubernetes >= 1.30); nothing otherwise or for 0.
+Usage: include "collapser.preStopSleep" (dict "seconds" 5 "context" $)
+*/}}
+{{- define "collapser.preStopSleep" -}}
+{{- if and (gt (int .seconds) 0) (semverCompare ">=1.30-0" .context.Capabilities.KubeVersion.Version) }}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ int .seconds }}
+{{- end }}
+{{- end }}

@@ -31,6 +31,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.demo.Concurrency, "concurrency", 10000, "most requests of a burst in flight at once")
 	fs.IntVar(&o.demo.Connections, "connections", 0, "connections the requests are spread over; 0: one per 500 concurrent requests")
 	fs.StringVar(&o.demo.Name, "name", "world", "`name` to greet in every request")
+	fs.BoolVar(&o.demo.Distinct, "distinct", false, "make every request distinct (name-0, name-1, ...): a load of distinct keys")
 	fs.StringVar(&o.demo.Authorization, "authorization", "", "authorization header `value` of the requests (e.g. \"Bearer alice\")")
 	fs.StringVar(&o.demo.SecondAuthorization, "second-authorization", "", "when set, a second burst with this authorization header `value` runs at the same time")
 	fs.DurationVar(&o.demo.Timeout, "timeout", 10*time.Second, "deadline of each request; 0 = none")

@@ -1,0 +1,117 @@
+package chart
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// env returns the value of the sidecar's variable name, "" when unset.
+func sidecarEnv(r *rendered, name string) (string, bool) {
+	for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
+		if c.Name != "collapser" {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value, true
+			}
+		}
+	}
+	return "", false
+}
+
+func TestRender_PeersFollowTheNumberOfPods(t *testing.T) {
+	const target = "dns:///" + fullname + "-pods." + namespace + ".svc.cluster.local:50053"
+	tests := []struct {
+		name  string
+		set   []string
+		peers bool
+		hpa   bool
+	}{
+		{"one pod: no peers", nil, false, false},
+		{"three pods: peers", []string{"replicaCount=3"}, true, false},
+		{"three pods, peers off", []string{"replicaCount=3", "peers.enabled=false"}, false, false},
+		{"one pod, peers on", []string{"peers.enabled=true"}, true, false},
+		{"autoscaling: peers, and no fixed replica count", []string{"autoscaling.enabled=true"}, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := render(t, "", tt.set...)
+			got, ok := sidecarEnv(r, "COLLAPSER_PEERS")
+			if ok != tt.peers || tt.peers && got != target {
+				t.Errorf("COLLAPSER_PEERS = %q (set %v), want %v with %s", got, ok, tt.peers, target)
+			}
+			if listen, _ := sidecarEnv(r, "COLLAPSER_PEER_LISTEN"); tt.peers && listen != ":50053" {
+				t.Errorf("COLLAPSER_PEER_LISTEN = %q, want :50053", listen)
+			}
+			var containerPorts []string
+			for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
+				for _, p := range c.Ports {
+					containerPorts = append(containerPorts, p.Name)
+				}
+			}
+			if slices.Contains(containerPorts, "peer") != tt.peers {
+				t.Errorf("container ports %v, want a peer port: %v", containerPorts, tt.peers)
+			}
+			pods := r.services[fullname+"-pods"]
+			if pods == nil || pods.Spec.ClusterIP != corev1.ClusterIPNone {
+				t.Fatalf("no headless Service %s-pods: %+v", fullname, pods)
+			}
+			selects(t, pods, r.deployments[fullname].Spec.Template.Labels)
+			var svcPorts []string
+			for _, p := range pods.Spec.Ports {
+				svcPorts = append(svcPorts, p.Name)
+			}
+			if slices.Contains(svcPorts, "peer") != tt.peers {
+				t.Errorf("headless Service ports %v, want a peer port: %v", svcPorts, tt.peers)
+			}
+			if hpa := r.hpas[fullname]; (hpa != nil) != tt.hpa {
+				t.Errorf("HorizontalPodAutoscaler rendered %v, want %v", hpa != nil, tt.hpa)
+			}
+			if replicas := r.deployments[fullname].Spec.Replicas; (replicas == nil) != tt.hpa {
+				t.Errorf("Deployment replicas %v, want none with autoscaling", replicas)
+			}
+		})
+	}
+}
+
+func TestRender_TestPodReadsEveryPodsBackendCount(t *testing.T) {
+	r := render(t, "", "replicaCount=3")
+	pod := r.pods[fullname+"-test-collapse"]
+	if pod == nil {
+		t.Fatal("no test pod")
+	}
+	want := "--backend-metrics=http://" + fullname + "-pods:2113/metrics"
+	if !slices.Contains(pod.Spec.Containers[0].Args, want) {
+		t.Errorf("test pod args %v, want %s (the headless Service names every pod)", pod.Spec.Containers[0].Args, want)
+	}
+}
+
+func TestRender_ContainersSleepBeforeStoppingWhereKubernetesCan(t *testing.T) {
+	r := render(t, "")
+	want := map[string]int64{"collapser": 5, "hello-backend": 10} // the backend outlives the sidecar
+	for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
+		var got int64
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+			got = c.Lifecycle.PreStop.Sleep.Seconds
+		}
+		if got != want[c.Name] {
+			t.Errorf("%s preStop sleep %ds, want %ds", c.Name, got, want[c.Name])
+		}
+	}
+
+	// Kubernetes 1.29 has no sleep action: nothing is rendered.
+	caps := capabilities()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.29.0", Major: "1", Minor: "29"}
+	files, err := renderWith(loadChart(t), userValues(t, ""), caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(files["collapser/templates/deployment.yaml"], "lifecycle:") {
+		t.Error("a preStop sleep rendered for Kubernetes 1.29, which rejects it")
+	}
+}

@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gruntwork-io/terratest/modules/helm"
+	"github.com/gruntwork-io/terratest/modules/k8s"
+	"github.com/gruntwork-io/terratest/modules/random"
+	"github.com/gruntwork-io/terratest/modules/retry"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/collapser/collapser/src/demo"
+)
+
+const (
+	// replicas is the pod count of the replicas test's release.
+	replicas = 3
+	// replicaBurst is the burst spread over the pods, through the Service,
+	// from a pod of the cluster: kube-proxy picks a pod per connection.
+	replicaBurst = 3000
+	// replicaConnections spreads it: with 60 connections, each of 3 pods
+	// gets far more than a quarter of the burst but by a rare chance.
+	replicaConnections = 60
+	// membershipBound is how long a new pod may go unseen by the others
+	// (peers.MembershipBound: 22 s of connection age and 5 s of DNS),
+	// plus what Kubernetes takes to publish a ready pod's address.
+	membershipBound = 27*time.Second + 15*time.Second
+)
+
+// demoReport is the part of democlient's --json report the test reads.
+type demoReport struct {
+	Requests     int   `json:"requests"`
+	Errors       int   `json:"errors"`
+	BackendCalls int64 `json:"backend_calls"`
+}
+
+// checkReplicas installs the chart with three pods (peers on, as the chart
+// decides for more than one) in a namespace of its own and checks, from the
+// hello backends' own counts summed over the pods, that a burst spread over
+// every pod makes one backend call, three with peers off; that deleting a
+// pod during a burst loses no caller; and that a fourth pod owns keys
+// within the documented bound.
+func checkReplicas(t *testing.T, s settings) {
+	kubectl := restrictedNamespace(t, s, "collapser-replicas-"+strings.ToLower(random.UniqueId()))
+	opts := helmOptions(s, kubectl, cacheTTL)
+	opts.SetValues["prometheus.enabled"] = "false"
+	opts.SetValues["replicaCount"] = fmt.Sprint(replicas)
+	opts.SetValues["tests.enabled"] = "false"
+	helm.Install(t, opts, s.chartDir, release)
+	waitForProxyPods(t, kubectl, replicas)
+
+	host := release + "." + kubectl.Namespace + ".svc"
+	counts := "--backend-metrics=http://" + release + "-pods." + kubectl.Namespace + ".svc:2113/metrics"
+	burst := func(name string, extra ...string) demoReport {
+		t.Helper()
+		args := append([]string{"--target=" + host + ":50052", counts, "--name=" + name, "--json",
+			fmt.Sprint("--requests=", replicaBurst), fmt.Sprint("--concurrency=", replicaBurst),
+			fmt.Sprint("--connections=", replicaConnections)}, extra...)
+		res := runClientPod(t, s, kubectl, strings.ToLower(name)+"-"+strings.ToLower(random.UniqueId()), args...)
+		var r demoReport
+		if err := json.Unmarshal([]byte(jsonOf(res.logs)), &r); err != nil || res.exitCode != 0 {
+			t.Fatalf("demo client (exit %d): %v\n%s", res.exitCode, err, res.logs)
+		}
+		return r
+	}
+
+	t.Run("a burst spread over three pods makes one backend call", func(t *testing.T) {
+		before := podRequests(t, kubectl)
+		r := burst("peered")
+		after := podRequests(t, kubectl)
+		t.Logf("%d requests (%d errors) over %d pods: %d backend calls in total; per pod: %s", r.Requests, r.Errors, replicas, r.BackendCalls, perPod(before, after))
+		if r.Errors != 0 || r.BackendCalls != 1 {
+			t.Errorf("errors %d, backend calls %d; want 0 and 1", r.Errors, r.BackendCalls)
+		}
+		for pod, n := range after {
+			if served := n - before[pod]; served < replicaBurst/4 {
+				t.Errorf("pod %s served %v of the burst, want at least a quarter: the burst did not reach every pod", pod, served)
+			}
+		}
+	})
+
+	t.Run("without peers the same burst makes one backend call per pod", func(t *testing.T) {
+		off := *opts
+		off.SetValues = clone(opts.SetValues)
+		off.SetValues["peers.enabled"] = "false"
+		helm.Upgrade(t, &off, s.chartDir, release)
+		waitForProxyPods(t, kubectl, replicas)
+		r := burst("alone")
+		t.Logf("peers off: %d requests over %d pods, %d backend calls", r.Requests, replicas, r.BackendCalls)
+		if r.BackendCalls != replicas {
+			t.Errorf("backend calls %d, want %d: each pod collapses on its own", r.BackendCalls, replicas)
+		}
+		helm.Upgrade(t, opts, s.chartDir, release)
+		waitForProxyPods(t, kubectl, replicas)
+	})
+
+	t.Run("deleting a pod during a burst loses no caller", func(t *testing.T) {
+		done := make(chan demoReport, 1)
+		go func() { done <- burst("churn", "--requests=6000", "--concurrency=600", "--distinct") }()
+		// Distinct keys, and the backend takes 3 s per call: ten waves of
+		// 600 callers run for about 30 s, and the pod goes in the middle.
+		time.Sleep(10 * time.Second)
+		victim := proxyPods(t, kubectl)[0]
+		k8s.RunKubectl(t, kubectl, "delete", "pod", victim.Name, "--wait=false")
+		r := <-done
+		t.Logf("pod %s deleted mid-burst: %d requests, %d errors, %d backend calls", victim.Name, r.Requests, r.Errors, r.BackendCalls)
+		if r.Errors != 0 {
+			t.Errorf("%d of %d callers failed while a pod went away", r.Errors, r.Requests)
+		}
+		waitForProxyPods(t, kubectl, replicas)
+	})
+
+	t.Run("a new pod owns keys within the membership bound", func(t *testing.T) {
+		old := proxyPods(t, kubectl)
+		k8s.RunKubectl(t, kubectl, "scale", "deployment", release, fmt.Sprint("--replicas=", replicas+1))
+		pods := waitForProxyPods(t, kubectl, replicas+1)
+		var added string
+		for _, p := range pods {
+			if !contains(old, p.Name) {
+				added = p.Name
+			}
+		}
+		ready := time.Now()
+		sidecar := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, old[0].Name, 0, 50052)
+		sidecar.ForwardPort(t)
+		defer sidecar.Close()
+		metrics := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, added, 0, 2113)
+		metrics.ForwardPort(t)
+		defer metrics.Close()
+		url := "http://" + metrics.Endpoint() + "/metrics"
+		round := 0
+		retry.DoWithRetry(t, "the new pod owns keys", int(2*membershipBound/(2*time.Second)), 2*time.Second, func() (string, error) {
+			round++
+			// Distinct keys through an old pod: a quarter of them are the new
+			// pod's once the old one knows it.
+			runDemo(t, demo.Config{Target: sidecar.Endpoint(), BackendMetrics: url, Requests: 40, Concurrency: 40,
+				Name: fmt.Sprint("owner-", round), Distinct: true, Timeout: time.Minute})
+			n, err := demo.BackendMetricsCount(t.Context(), url)
+			if err != nil || n == 0 {
+				return "", fmt.Errorf("new pod's backend calls %d (%v)", n, err)
+			}
+			return "", nil
+		})
+		took := time.Since(ready)
+		t.Logf("pod %s ready: it owned keys %v later (bound %v)", added, took.Round(time.Second), membershipBound)
+		if took > membershipBound {
+			t.Errorf("the new pod owned keys %v after it was ready, want within %v", took.Round(time.Second), membershipBound)
+		}
+	})
+}
+
+// proxyPods returns the release's proxy pods that are not going away.
+func proxyPods(t *testing.T, kubectl *k8s.KubectlOptions) []corev1.Pod {
+	t.Helper()
+	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
+	var live []corev1.Pod
+	for _, p := range k8s.ListPods(t, kubectl, selector) {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// waitForProxyPods waits until exactly n proxy pods exist, none going away,
+// all available with every container ready, and returns them.
+func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
+	retry.DoWithRetry(t, fmt.Sprintf("%d proxy pods available", n), 150, 2*time.Second, func() (string, error) {
+		all := k8s.ListPods(t, kubectl, selector)
+		pods = pods[:0]
+		for _, p := range all {
+			if p.DeletionTimestamp == nil && k8s.IsPodAvailable(&p) {
+				pods = append(pods, p)
+			}
+		}
+		if len(pods) != n || len(all) != n {
+			return "", fmt.Errorf("%d proxy pods, %d available, want %d", len(all), len(pods), n)
+		}
+		return "", nil
+	})
+	return pods
+}
+
+// podRequests returns each proxy pod's count of the requests its sidecar
+// answered (collapser_requests_total, every method and outcome).
+func podRequests(t *testing.T, kubectl *k8s.KubectlOptions) map[string]float64 {
+	t.Helper()
+	counts := map[string]float64{}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, p := range proxyPods(t, kubectl) {
+		tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, p.Name, 0, 2112)
+		tunnel.ForwardPort(t)
+		resp, err := client.Get("http://" + tunnel.Endpoint() + "/metrics")
+		if err != nil {
+			tunnel.Close()
+			t.Fatalf("metrics of %s: %v", p.Name, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		tunnel.Close()
+		if err != nil {
+			t.Fatalf("metrics of %s: %v", p.Name, err)
+		}
+		for _, m := range families["collapser_requests_total"].GetMetric() {
+			counts[p.Name] += m.GetCounter().GetValue()
+		}
+	}
+	return counts
+}
+
+// perPod prints what each pod served between two podRequests.
+func perPod(before, after map[string]float64) string {
+	var parts []string
+	for pod, n := range after {
+		parts = append(parts, fmt.Sprintf("%s %v", pod, n-before[pod]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// jsonOf returns the JSON object in a client pod's log.
+func jsonOf(logs string) string {
+	if i := strings.Index(logs, "{"); i >= 0 {
+		return logs[i:]
+	}
+	return logs
+}
+
+func contains(pods []corev1.Pod, name string) bool {
+	for _, p := range pods {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func clone(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
