@@ -59,7 +59,10 @@ func (c *conns) close() {
 // the connection to be ready; the first failed attempt is an error, so an
 // unreachable address is reported at once rather than as N failed requests.
 func connect(ctx context.Context, role, addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// No service config is looked up: a DNS TXT query for it can wait seconds
+		// for an answer that never comes where names outside the cluster do not resolve.
+		grpc.WithDisableServiceConfig())
 	if err != nil {
 		return nil, fmt.Errorf("dial %s %s: %w", role, addr, err)
 	}

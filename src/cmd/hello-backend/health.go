@@ -29,7 +29,10 @@ func dialHealth(grpcAddr net.Addr) (*grpc.ClientConn, healthpb.HealthClient, err
 	if tcp, ok := grpcAddr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// No service config is looked up: a DNS TXT query for it can wait seconds
+		// for an answer that never comes where names outside the cluster do not resolve.
+		grpc.WithDisableServiceConfig())
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial own gRPC listener %s for %s: %w", addr, healthPath, err)
 	}

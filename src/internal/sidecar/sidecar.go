@@ -79,7 +79,11 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The backend shares the pod: when it restarts, notice within a
 		// second rather than after grpc's default backoff of up to two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backendBackoff, MinConnectTimeout: 5 * time.Second}))
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backendBackoff, MinConnectTimeout: 5 * time.Second}),
+		// No service config is looked up: a DNS TXT query for it can wait
+		// seconds for an answer that never comes where names outside the
+		// cluster do not resolve.
+		grpc.WithDisableServiceConfig())
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
