@@ -21,6 +21,7 @@ type config struct {
 	listen          string
 	metricsListen   string
 	latency         time.Duration
+	streamInterval  time.Duration
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 }
@@ -35,6 +36,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.listen, "listen", ":50051", "gRPC `address` to serve Greeter, Stats, reflection and health on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":2113", "`address` of the Prometheus /metrics endpoint")
 	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "how long each Greeter request waits before it is answered")
+	fs.DurationVar(&c.streamInterval, "stream-interval", 0, "time between two StreamHellos replies of a request that sets no interval_ms")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may take to finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
 
@@ -46,6 +48,9 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	}
 	if c.latency < 0 {
 		return config{}, fmt.Errorf("--latency (%s) must not be negative, got %s", envName("latency"), c.latency)
+	}
+	if c.streamInterval < 0 {
+		return config{}, fmt.Errorf("--stream-interval (%s) must not be negative, got %s", envName("stream-interval"), c.streamInterval)
 	}
 	if c.shutdownTimeout < 0 {
 		return config{}, fmt.Errorf("--shutdown-timeout (%s) must not be negative, got %s", envName("shutdown-timeout"), c.shutdownTimeout)

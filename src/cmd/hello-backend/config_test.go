@@ -18,11 +18,11 @@ func TestParseConfig_DefaultsEnvAndFlagsInThatOrder(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, nil, config{":50051", ":2113", 50 * time.Millisecond, 10 * time.Second, slog.LevelWarn}},
-		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_LOG_LEVEL": "debug"}, nil,
-			config{":1", ":2", time.Second, 10 * time.Second, slog.LevelDebug}},
+		{"defaults", nil, nil, config{":50051", ":2113", 50 * time.Millisecond, 0, 10 * time.Second, slog.LevelWarn}},
+		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_STREAM_INTERVAL": "5ms", "HELLO_LOG_LEVEL": "debug"}, nil,
+			config{":1", ":2", time.Second, 5 * time.Millisecond, 10 * time.Second, slog.LevelDebug}},
 		{"flags win", map[string]string{"HELLO_LISTEN": ":1", "HELLO_LATENCY": "1s"}, []string{"--listen", ":3", "--latency", "0", "--shutdown-timeout", "1s"},
-			config{":3", ":2113", 0, time.Second, slog.LevelWarn}},
+			config{":3", ":2113", 0, 0, time.Second, slog.LevelWarn}},
 	}
 	for _, tt := range tests {
 		got, err := parseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,7 +33,9 @@ func (g greeter) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hell
 	return reply(ctx, req.GetName(), call), nil
 }
 
-// StreamHellos sends max(count, 1) identical replies after one wait.
+// StreamHellos sends max(count, 1) identical replies after one wait, the
+// request's interval_ms (or the server's StreamInterval) apart, and ends
+// with ABORTED after fail_after replies when that is positive.
 func (g greeter) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
 	ctx := stream.Context()
 	call, err := g.s.receive(ctx, streamHellos)
@@ -43,11 +46,25 @@ func (g greeter) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStrea
 	if count < 0 || count > MaxStreamCount {
 		return status.Errorf(codes.InvalidArgument, "count %d out of range [0, %d]", count, MaxStreamCount)
 	}
+	interval := g.s.streamInterval
+	if ms := req.GetIntervalMs(); ms < 0 || ms > MaxStreamIntervalMs {
+		return status.Errorf(codes.InvalidArgument, "interval_ms %d out of range [0, %d]", ms, MaxStreamIntervalMs)
+	} else if ms > 0 {
+		interval = time.Duration(ms) * time.Millisecond
+	}
 	if err := g.s.wait(ctx); err != nil {
 		return err
 	}
 	r := reply(ctx, req.GetName(), call)
-	for range max(count, 1) {
+	for i := range max(count, 1) {
+		if i > 0 && interval > 0 {
+			if err := sleep(ctx, interval); err != nil {
+				return err
+			}
+		}
+		if n := req.GetFailAfter(); n > 0 && i == n {
+			return status.Errorf(codes.Aborted, "hello: failed after %d replies, as the request asked", n)
+		}
 		if err := stream.Send(r); err != nil {
 			return err
 		}

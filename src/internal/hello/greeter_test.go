@@ -114,6 +114,39 @@ func TestStreamHellos_SendsCountRepliesOrRejectsOutOfRange(t *testing.T) {
 	}
 }
 
+func TestStreamHellos_PacesRepliesAndFailsWhereAsked(t *testing.T) {
+	c := startServer(t, Options{StreamInterval: 5 * time.Millisecond})
+	tests := []struct {
+		name        string
+		req         *hellov1.HelloRequest
+		wantReplies int
+		wantCode    codes.Code
+		atLeast     time.Duration
+	}{
+		{"the server's interval", &hellov1.HelloRequest{Count: 5}, 5, codes.OK, 4 * 5 * time.Millisecond},
+		{"the request's interval", &hellov1.HelloRequest{Count: 3, IntervalMs: 20}, 3, codes.OK, 2 * 20 * time.Millisecond},
+		{"fail after 2", &hellov1.HelloRequest{Count: 5, FailAfter: 2}, 2, codes.Aborted, 0},
+		{"fail after the end: never", &hellov1.HelloRequest{Count: 2, FailAfter: 9}, 2, codes.OK, 0},
+		{"interval out of range", &hellov1.HelloRequest{IntervalMs: -1}, 0, codes.InvalidArgument, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			stream, err := c.greeter.StreamHellos(testkit.Context(t), tt.req)
+			if err != nil {
+				t.Fatalf("StreamHellos: %v", err)
+			}
+			replies, err := drain(stream.Recv)
+			if status.Code(err) != tt.wantCode || len(replies) != tt.wantReplies {
+				t.Errorf("%d replies, err %v; want %d replies, code %v", len(replies), err, tt.wantReplies, tt.wantCode)
+			}
+			if took := time.Since(start); took < tt.atLeast {
+				t.Errorf("stream took %v, want at least %v", took, tt.atLeast)
+			}
+		})
+	}
+}
+
 func TestCollectHellos_GreetsAllNamesOnce(t *testing.T) {
 	c := startServer(t, Options{})
 	stream, err := c.greeter.CollectHellos(metadata.AppendToOutgoingContext(testkit.Context(t), "authorization", "carol"))

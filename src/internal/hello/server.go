@@ -35,6 +35,8 @@ const (
 	DefaultServedBy = "hello"
 	// MaxStreamCount is the largest HelloRequest.count StreamHellos accepts.
 	MaxStreamCount = 10000
+	// MaxStreamIntervalMs is the largest HelloRequest.interval_ms accepted.
+	MaxStreamIntervalMs = 60_000
 )
 
 // Options configure a Server.
@@ -45,6 +47,9 @@ type Options struct {
 	Latency time.Duration
 	// ServedBy is the TrailerServedBy value; "" = DefaultServedBy.
 	ServedBy string
+	// StreamInterval is the time between two StreamHellos replies of a
+	// request that asks for none. 0 = no wait.
+	StreamInterval time.Duration
 	// Registerer receives the counter hello_requests_total{method}; nil = the
 	// counter is not exported.
 	Registerer prometheus.Registerer
@@ -53,15 +58,16 @@ type Options struct {
 // Server is the hello backend: the Greeter and Stats services over one set of
 // counters. Register it on a grpc.Server.
 type Server struct {
-	latency  time.Duration
-	servedBy string
-	counts   counts
-	requests [len(greeterMethods)]prometheus.Counter // children of hello_requests_total, by method
+	latency        time.Duration
+	streamInterval time.Duration
+	servedBy       string
+	counts         counts
+	requests       [len(greeterMethods)]prometheus.Counter // children of hello_requests_total, by method
 }
 
 // New returns a Server configured by o, with its counter registered.
 func New(o Options) (*Server, error) {
-	s := &Server{latency: o.Latency, servedBy: o.ServedBy}
+	s := &Server{latency: o.Latency, streamInterval: o.StreamInterval, servedBy: o.ServedBy}
 	if s.servedBy == "" {
 		s.servedBy = DefaultServedBy
 	}
@@ -102,10 +108,15 @@ func (s *Server) receive(ctx context.Context, m method) (int64, error) {
 
 // wait sleeps the configured latency, or returns the status of ctx's end.
 func (s *Server) wait(ctx context.Context) error {
-	if s.latency <= 0 {
+	return sleep(ctx, s.latency)
+}
+
+// sleep waits d (nothing for d <= 0), or returns the status of ctx's end.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(s.latency)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

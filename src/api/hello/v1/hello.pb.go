@@ -31,7 +31,14 @@ type HelloRequest struct {
 	// name is who to greet.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// count is how many replies StreamHellos sends (default 1).
-	Count         int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// interval_ms is how long StreamHellos waits between two replies (default
+	// 0, or the backend's --stream-interval), so that a stream lasts long
+	// enough for callers to join it mid-way.
+	IntervalMs int32 `protobuf:"varint,3,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// fail_after, when positive, makes StreamHellos end with ABORTED after
+	// sending that many replies: a backend failing mid-stream.
+	FailAfter     int32 `protobuf:"varint,4,opt,name=fail_after,json=failAfter,proto3" json:"fail_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -76,6 +83,20 @@ func (x *HelloRequest) GetName() string {
 func (x *HelloRequest) GetCount() int32 {
 	if x != nil {
 		return x.Count
+	}
+	return 0
+}
+
+func (x *HelloRequest) GetIntervalMs() int32 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *HelloRequest) GetFailAfter() int32 {
+	if x != nil {
+		return x.FailAfter
 	}
 	return 0
 }
@@ -242,10 +263,14 @@ var File_hello_v1_hello_proto protoreflect.FileDescriptor
 
 const file_hello_v1_hello_proto_rawDesc = "" +
 	"\n" +
-	"\x14hello/v1/hello.proto\x12\bhello.v1\"8\n" +
+	"\x14hello/v1/hello.proto\x12\bhello.v1\"x\n" +
 	"\fHelloRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"R\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x1f\n" +
+	"\vinterval_ms\x18\x03 \x01(\x05R\n" +
+	"intervalMs\x12\x1d\n" +
+	"\n" +
+	"fail_after\x18\x04 \x01(\x05R\tfailAfter\"R\n" +
 	"\n" +
 	"HelloReply\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x16\n" +
@@ -257,10 +282,10 @@ const file_hello_v1_hello_proto_rawDesc = "" +
 	"\tby_method\x18\x02 \x03(\v2&.hello.v1.GetCountsReply.ByMethodEntryR\bbyMethod\x1a;\n" +
 	"\rByMethodEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x83\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x88\x02\n" +
 	"\aGreeter\x12=\n" +
-	"\bSayHello\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply\"\x03\x90\x02\x01\x12>\n" +
-	"\fStreamHellos\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply0\x01\x12?\n" +
+	"\bSayHello\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply\"\x03\x90\x02\x01\x12C\n" +
+	"\fStreamHellos\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply\"\x03\x90\x02\x010\x01\x12?\n" +
 	"\rCollectHellos\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply(\x01\x128\n" +
 	"\x04Chat\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply(\x010\x012J\n" +
 	"\x05Stats\x12A\n" +

@@ -37,7 +37,8 @@ const (
 type GreeterClient interface {
 	// SayHello answers one greeting. It has no side effects, so it is safe to collapse.
 	SayHello(ctx context.Context, in *HelloRequest, opts ...grpc.CallOption) (*HelloReply, error)
-	// StreamHellos answers one greeting as request.count messages.
+	// StreamHellos answers one greeting as request.count messages, one every
+	// request.interval_ms. It has no side effects.
 	StreamHellos(ctx context.Context, in *HelloRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HelloReply], error)
 	// CollectHellos reads greetings until the client closes and answers once.
 	CollectHellos(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[HelloRequest, HelloReply], error)
@@ -116,7 +117,8 @@ type Greeter_ChatClient = grpc.BidiStreamingClient[HelloRequest, HelloReply]
 type GreeterServer interface {
 	// SayHello answers one greeting. It has no side effects, so it is safe to collapse.
 	SayHello(context.Context, *HelloRequest) (*HelloReply, error)
-	// StreamHellos answers one greeting as request.count messages.
+	// StreamHellos answers one greeting as request.count messages, one every
+	// request.interval_ms. It has no side effects.
 	StreamHellos(*HelloRequest, grpc.ServerStreamingServer[HelloReply]) error
 	// CollectHellos reads greetings until the client closes and answers once.
 	CollectHellos(grpc.ClientStreamingServer[HelloRequest, HelloReply]) error
