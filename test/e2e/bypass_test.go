@@ -61,18 +61,31 @@ type podResult struct {
 // waits for it to end.
 func runClientPod(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name string, args ...string) podResult {
 	t.Helper()
-	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
+	res, err := runClientPodE(t, s, kubectl, name, args...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return res
+}
+
+// runClientPodE is runClientPod returning its failure instead of failing the
+// test, for a run on a goroutine of its own.
+func runClientPodE(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name string, args ...string) (podResult, error) {
+	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
+	if err != nil {
+		return podResult{}, err
 	}
 	pods := clientset.CoreV1().Pods(kubectl.Namespace)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := pods.Create(ctx, clientPod(s, name, args), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create pod %s: %v", name, err)
+		return podResult{}, fmt.Errorf("create pod %s: %w", name, err)
 	}
-	code := retry.DoWithRetry(t, "pod "+name+" ends", 90, 2*time.Second, func() (string, error) {
-		pod := k8s.GetPod(t, kubectl, name)
+	code, err := retry.DoWithRetryE(t, "pod "+name+" ends", 90, 2*time.Second, func() (string, error) {
+		pod, err := k8s.GetPodE(t, kubectl, name)
+		if err != nil {
+			return "", err
+		}
 		for _, cs := range pod.Status.ContainerStatuses {
 			if cs.State.Terminated != nil {
 				return fmt.Sprint(cs.State.Terminated.ExitCode), nil
@@ -80,15 +93,20 @@ func runClientPod(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name st
 		}
 		return "", fmt.Errorf("pod %s is %s", name, pod.Status.Phase)
 	})
-	logs, err := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
-		t.Fatalf("logs of pod %s: %v", name, err)
+		return podResult{}, err
+	}
+	logCtx, logCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer logCancel()
+	logs, err := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(logCtx)
+	if err != nil {
+		return podResult{}, fmt.Errorf("logs of pod %s: %w", name, err)
 	}
 	exit, err := strconv.ParseInt(code, 10, 32)
 	if err != nil {
-		t.Fatalf("exit code of pod %s: %v", name, err)
+		return podResult{}, fmt.Errorf("exit code of pod %s: %w", name, err)
 	}
-	return podResult{exitCode: int32(exit), logs: string(logs)}
+	return podResult{exitCode: int32(exit), logs: string(logs)}, nil
 }
 
 // clientPod is a run-once demo client pod that meets the restricted Pod

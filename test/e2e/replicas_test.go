@@ -26,9 +26,10 @@ const (
 	// replicaBurst is the burst spread over the pods, through the Service,
 	// from a pod of the cluster: kube-proxy picks a pod per connection.
 	replicaBurst = 3000
-	// replicaConnections spreads it: with 60 connections, each of 3 pods
-	// gets far more than a quarter of the burst but by a rare chance.
-	replicaConnections = 60
+	// replicaConnections spreads it: with 300 connections of 10 calls, a
+	// pod gets less than a quarter of the burst (75 connections, 100
+	// expected) with a chance of about one in a thousand.
+	replicaConnections = 300
 	// membershipBound is how long a new pod may go unseen by the others
 	// (peers.MembershipBound: 22 s of connection age and 5 s of DNS),
 	// plus what Kubernetes takes to publish a ready pod's address.
@@ -56,25 +57,38 @@ func checkReplicas(t *testing.T, s settings) {
 	opts.SetValues["tests.enabled"] = "false"
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
+	waitForEndpoints(t, kubectl, replicas)
 
 	host := release + "." + kubectl.Namespace + ".svc"
 	counts := "--backend-metrics=http://" + release + "-pods." + kubectl.Namespace + ".svc:2113/metrics"
-	burst := func(name string, extra ...string) demoReport {
-		t.Helper()
+	// burst runs the demo client in a pod of the namespace. It may run on
+	// a goroutine of its own: it reports failures as its error.
+	burst := func(name string, extra ...string) (demoReport, error) {
 		args := append([]string{"--target=" + host + ":50052", counts, "--name=" + name, "--json",
 			fmt.Sprint("--requests=", replicaBurst), fmt.Sprint("--concurrency=", replicaBurst),
 			fmt.Sprint("--connections=", replicaConnections)}, extra...)
-		res := runClientPod(t, s, kubectl, strings.ToLower(name)+"-"+strings.ToLower(random.UniqueId()), args...)
+		res, err := runClientPodE(t, s, kubectl, strings.ToLower(name)+"-"+strings.ToLower(random.UniqueId()), args...)
+		if err != nil {
+			return demoReport{}, err
+		}
 		var r demoReport
 		if err := json.Unmarshal([]byte(jsonOf(res.logs)), &r); err != nil || res.exitCode != 0 {
-			t.Fatalf("demo client (exit %d): %v\n%s", res.exitCode, err, res.logs)
+			return r, fmt.Errorf("demo client (exit %d): %v\n%s", res.exitCode, err, res.logs)
+		}
+		return r, nil
+	}
+	mustBurst := func(t *testing.T, name string, extra ...string) demoReport {
+		t.Helper()
+		r, err := burst(name, extra...)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return r
 	}
 
 	t.Run("a burst spread over three pods makes one backend call", func(t *testing.T) {
 		before := podRequests(t, kubectl)
-		r := burst("peered")
+		r := mustBurst(t, "peered")
 		after := podRequests(t, kubectl)
 		t.Logf("%d requests (%d errors) over %d pods: %d backend calls in total; per pod: %s", r.Requests, r.Errors, replicas, r.BackendCalls, perPod(before, after))
 		if r.Errors != 0 || r.BackendCalls != 1 {
@@ -93,7 +107,8 @@ func checkReplicas(t *testing.T, s settings) {
 		off.SetValues["peers.enabled"] = "false"
 		helm.Upgrade(t, &off, s.chartDir, release)
 		waitForProxyPods(t, kubectl, replicas)
-		r := burst("alone")
+		waitForEndpoints(t, kubectl, replicas)
+		r := mustBurst(t, "alone")
 		t.Logf("peers off: %d requests over %d pods, %d backend calls", r.Requests, replicas, r.BackendCalls)
 		if r.BackendCalls != replicas {
 			t.Errorf("backend calls %d, want %d: each pod collapses on its own", r.BackendCalls, replicas)
@@ -103,14 +118,25 @@ func checkReplicas(t *testing.T, s settings) {
 	})
 
 	t.Run("deleting a pod during a burst loses no caller", func(t *testing.T) {
-		done := make(chan demoReport, 1)
-		go func() { done <- burst("churn", "--requests=6000", "--concurrency=600", "--distinct") }()
+		type result struct {
+			r   demoReport
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, err := burst("churn", "--requests=6000", "--concurrency=600", "--distinct")
+			done <- result{r, err}
+		}()
 		// Distinct keys, and the backend takes 3 s per call: ten waves of
 		// 600 callers run for about 30 s, and the pod goes in the middle.
 		time.Sleep(10 * time.Second)
 		victim := proxyPods(t, kubectl)[0]
 		k8s.RunKubectl(t, kubectl, "delete", "pod", victim.Name, "--wait=false")
-		r := <-done
+		res := <-done
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		r := res.r
 		t.Logf("pod %s deleted mid-burst: %d requests, %d errors, %d backend calls", victim.Name, r.Requests, r.Errors, r.BackendCalls)
 		if r.Errors != 0 {
 			t.Errorf("%d of %d callers failed while a pod went away", r.Errors, r.Requests)
@@ -190,6 +216,47 @@ func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1
 		return "", nil
 	})
 	return pods
+}
+
+// kubeProxySync is how long kube-proxy may take to program a Service's new
+// endpoints after they appear (its default minimum sync period is 1 s).
+const kubeProxySync = 3 * time.Second
+
+// waitForEndpoints waits until the release's Service lists n ready
+// endpoints and kube-proxy has had kubeProxySync to program them, so that
+// new connections to the Service spread over every pod.
+func waitForEndpoints(t *testing.T, kubectl *k8s.KubectlOptions, n int) {
+	t.Helper()
+	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var since time.Time
+	retry.DoWithRetry(t, fmt.Sprintf("%d ready endpoints of service %s", n, release), 60, time.Second, func() (string, error) {
+		slices, err := clientset.DiscoveryV1().EndpointSlices(kubectl.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + release})
+		if err != nil {
+			return "", err
+		}
+		ready := 0
+		for _, sl := range slices.Items {
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					ready++
+				}
+			}
+		}
+		if ready != n {
+			since = time.Time{}
+			return "", fmt.Errorf("%d ready endpoints, want %d", ready, n)
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) < kubeProxySync {
+			return "", fmt.Errorf("%d ready endpoints for %v, waiting for kube-proxy", n, time.Since(since).Round(time.Second))
+		}
+		return "", nil
+	})
 }
 
 // podRequests returns each proxy pod's count of the requests its sidecar
