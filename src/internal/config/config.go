@@ -22,6 +22,7 @@ import (
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 )
 
@@ -45,11 +46,16 @@ type Sidecar struct {
 	CacheMaxBytes        int64
 	// CacheMaxEntryBytes: larger results are shared in flight but not cached.
 	CacheMaxEntryBytes int64
-	BackendTimeout     time.Duration // the default rule's bound of each shared backend call
-	MaxBackendCalls    int           // shared backend calls running at once
-	ReceiveTimeout     time.Duration // how long a unary call may take to deliver its request
-	MaxRecvMsgBytes    int
-	MaxSendMsgBytes    int
+	// StreamMaxBytes and StreamMaxMessages bound the record of one replayed
+	// stream; StreamCacheMaxBytes the ended streams kept for replay.
+	StreamMaxBytes      int64
+	StreamMaxMessages   int
+	StreamCacheMaxBytes int64
+	BackendTimeout      time.Duration // the default rule's bound of each shared backend call
+	MaxBackendCalls     int           // shared backend calls running at once
+	ReceiveTimeout      time.Duration // how long a unary call may take to deliver its request
+	MaxRecvMsgBytes     int
+	MaxSendMsgBytes     int
 	// MaxConnections, MaxConcurrentStreams and MaxHeaderBytes bound what
 	// callers can make the server hold (see serverlimits).
 	MaxConnections       int
@@ -81,6 +87,9 @@ func Default() Sidecar {
 		CacheMaxEntries:      collapse.DefaultMaxEntries,
 		CacheMaxBytes:        collapse.DefaultMaxBytes,
 		CacheMaxEntryBytes:   collapse.DefaultMaxEntryBytes,
+		StreamMaxBytes:       replay.DefaultMaxBytes,
+		StreamMaxMessages:    replay.DefaultMaxMessages,
+		StreamCacheMaxBytes:  replay.DefaultMaxHeldBytes,
 		BackendTimeout:       policy.DefaultTimeout,
 		MaxBackendCalls:      proxy.DefaultMaxBackendCalls,
 		ReceiveTimeout:       proxy.DefaultReceiveTimeout,
@@ -129,6 +138,9 @@ func flagSet(c *Sidecar) *flag.FlagSet {
 	fs.IntVar(&c.CacheMaxEntries, "cache-max-entries", c.CacheMaxEntries, "most responses held in the cache")
 	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", c.CacheMaxBytes, "most bytes held in the cache, counting keys (request payload and headers), responses and per-entry overhead")
 	fs.Int64Var(&c.CacheMaxEntryBytes, "cache-max-entry-bytes", c.CacheMaxEntryBytes, "larger entries (key and response) are shared with waiting callers but not cached")
+	fs.Int64Var(&c.StreamMaxBytes, "stream-max-bytes", c.StreamMaxBytes, "most message bytes the record of one replayed stream holds; past it no caller joins and the stream is not kept")
+	fs.IntVar(&c.StreamMaxMessages, "stream-max-messages", c.StreamMaxMessages, "most messages the record of one replayed stream holds; past it no caller joins and the stream is not kept")
+	fs.Int64Var(&c.StreamCacheMaxBytes, "stream-cache-max-bytes", c.StreamCacheMaxBytes, "most bytes of ended replayed streams kept to be replayed whole")
 	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
 	fs.IntVar(&c.MaxBackendCalls, "max-backend-calls", c.MaxBackendCalls, "most shared backend calls running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", c.ReceiveTimeout, "how long a collapsed call may take to deliver its request message")
@@ -173,6 +185,9 @@ func (c Sidecar) validate() error {
 	check(c.CacheMaxEntries > 0, "cache-max-entries", "must be positive, got %d", c.CacheMaxEntries)
 	check(c.CacheMaxBytes > 0, "cache-max-bytes", "must be positive, got %d", c.CacheMaxBytes)
 	check(c.CacheMaxEntryBytes > 0, "cache-max-entry-bytes", "must be positive, got %d", c.CacheMaxEntryBytes)
+	check(c.StreamMaxBytes > 0, "stream-max-bytes", "must be positive, got %d", c.StreamMaxBytes)
+	check(c.StreamMaxMessages > 0, "stream-max-messages", "must be positive, got %d", c.StreamMaxMessages)
+	check(c.StreamCacheMaxBytes > 0, "stream-cache-max-bytes", "must be positive, got %d", c.StreamCacheMaxBytes)
 	check(c.BackendTimeout > 0, "backend-timeout", "must be positive, got %v", c.BackendTimeout)
 	check(c.MaxRecvMsgBytes > 0, "max-recv-msg-bytes", "must be positive, got %d", c.MaxRecvMsgBytes)
 	check(c.MaxSendMsgBytes > 0, "max-send-msg-bytes", "must be positive, got %d", c.MaxSendMsgBytes)

@@ -28,7 +28,7 @@ func TestNewRegistry_HoldsGoAndProcessCollectors(t *testing.T) {
 
 func TestHandler_ServesSidecarAndRuntimeMetricsThatPassLint(t *testing.T) {
 	reg := NewRegistry()
-	s, err := NewSidecar(reg, Sources{Stats: func() collapse.Stats { return collapse.Stats{Entries: 2} }})
+	s, err := NewSidecar(reg, Sources{Stats: func() collapse.Stats { return collapse.Stats{Entries: 2} }, Streams: noStreams})
 	if err != nil {
 		t.Fatalf("NewSidecar: %v", err)
 	}

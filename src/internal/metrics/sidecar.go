@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/replay"
 )
 
 const (
@@ -53,6 +54,8 @@ type Sources struct {
 	// Peers says the sidecar forwards collapsed calls to their owners: the
 	// peer series of collapsed methods are exported at 0 too.
 	Peers bool
+	// Streams returns the replayed streams' state (required).
+	Streams func() replay.Stats
 }
 
 // Sidecar records the sidecar's request, backend call and policy metrics.
@@ -69,8 +72,10 @@ type Sidecar struct {
 	peerCalls       *prometheus.CounterVec
 	peerFallbacks   *prometheus.CounterVec
 	peerRequests    *prometheus.CounterVec
+	streamRequests  *prometheus.CounterVec
 
-	ruleInfo, inFlight, queued, waiters, entries, bytes *prometheus.Desc
+	ruleInfo, inFlight, queued, waiters, entries, bytes  *prometheus.Desc
+	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
 }
 
 // NewSidecar registers the sidecar's metrics with reg.
@@ -78,8 +83,8 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 	if reg == nil {
 		return nil, errors.New("metrics: nil registerer")
 	}
-	if src.Stats == nil {
-		return nil, errors.New("metrics: nil Sources.Stats")
+	if src.Stats == nil || src.Streams == nil {
+		return nil, errors.New("metrics: nil Sources.Stats or Sources.Streams")
 	}
 	s := &Sidecar{
 		sources: src,
@@ -117,14 +122,22 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 			Name: "collapser_peer_requests_total",
 			Help: "Calls served for peers as the owner of their key, by method, how they were served (outcome) and the gRPC code the peer got.",
 		}, []string{"method", "outcome", "code"}),
+		streamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_stream_requests_total",
+			Help: "Calls of replayed server-streaming methods, by method, how they were served (outcome: leader, joined, replayed from a kept stream, own stream, error) and the gRPC code the caller got.",
+		}, []string{"method", "outcome", "code"}),
 		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
 			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
 			[]string{"method", "action", "reason"}, nil),
-		inFlight: prometheus.NewDesc("collapser_inflight_keys", "Keys with a backend call in flight, background refreshes included.", nil, nil),
-		queued:   prometheus.NewDesc("collapser_backend_calls_queued", "Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.", nil, nil),
-		waiters:  prometheus.NewDesc("collapser_waiters", "Callers waiting for a shared backend call, leaders included.", nil, nil),
-		entries:  prometheus.NewDesc("collapser_cache_entries", "Results held in the result cache, fresh and stale.", nil, nil),
-		bytes:    prometheus.NewDesc("collapser_cache_bytes", "Bytes the result cache counts against its limit: keys, values and per-entry overhead.", nil, nil),
+		inFlight:      prometheus.NewDesc("collapser_inflight_keys", "Keys with a backend call in flight, background refreshes included.", nil, nil),
+		queued:        prometheus.NewDesc("collapser_backend_calls_queued", "Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.", nil, nil),
+		waiters:       prometheus.NewDesc("collapser_waiters", "Callers waiting for a shared backend call, leaders included.", nil, nil),
+		entries:       prometheus.NewDesc("collapser_cache_entries", "Results held in the result cache, fresh and stale.", nil, nil),
+		bytes:         prometheus.NewDesc("collapser_cache_bytes", "Bytes the result cache counts against its limit: keys, values and per-entry overhead.", nil, nil),
+		liveStreams:   prometheus.NewDesc("collapser_streams_live", "Replayed streams reading their backend stream now.", nil, nil),
+		heldStreams:   prometheus.NewDesc("collapser_streams_held", "Ended replayed streams kept to be replayed whole.", nil, nil),
+		streamReaders: prometheus.NewDesc("collapser_stream_readers", "Callers reading a live replayed stream now.", nil, nil),
+		streamBytes:   prometheus.NewDesc("collapser_stream_recorded_bytes", "Message bytes held by the records of replayed streams, live and kept.", nil, nil),
 	}
 	for _, result := range []string{"success", "failure"} {
 		s.reloads.WithLabelValues(result)
@@ -164,6 +177,11 @@ func (s *Sidecar) ObservePeerRequest(method, outcome string, code codes.Code) {
 	s.peerRequests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
 }
 
+// ObserveStreamRequest counts one call of a replayed method.
+func (s *Sidecar) ObserveStreamRequest(method, outcome string, code codes.Code) {
+	s.streamRequests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
+}
+
 // ObservePolicyReload counts one reload of a changed policy file.
 func (s *Sidecar) ObservePolicyReload(ok bool) {
 	if ok {
@@ -185,7 +203,8 @@ func (s *Sidecar) Describe(ch chan<- *prometheus.Desc) {
 	s.peerCalls.Describe(ch)
 	s.peerFallbacks.Describe(ch)
 	s.peerRequests.Describe(ch)
-	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes} {
+	s.streamRequests.Describe(ch)
+	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes, s.liveStreams, s.heldStreams, s.streamReaders, s.streamBytes} {
 		ch <- d
 	}
 }
@@ -217,6 +236,7 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 	s.peerCalls.Collect(ch)
 	s.peerFallbacks.Collect(ch)
 	s.peerRequests.Collect(ch)
+	s.streamRequests.Collect(ch)
 
 	st := s.sources.Stats()
 	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(st.InFlight))
@@ -224,13 +244,22 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.waiters, prometheus.GaugeValue, float64(st.Waiters))
 	ch <- prometheus.MustNewConstMetric(s.entries, prometheus.GaugeValue, float64(st.Entries))
 	ch <- prometheus.MustNewConstMetric(s.bytes, prometheus.GaugeValue, float64(st.Bytes))
+	ss := s.sources.Streams()
+	ch <- prometheus.MustNewConstMetric(s.liveStreams, prometheus.GaugeValue, float64(ss.Live))
+	ch <- prometheus.MustNewConstMetric(s.heldStreams, prometheus.GaugeValue, float64(ss.Held))
+	ch <- prometheus.MustNewConstMetric(s.streamReaders, prometheus.GaugeValue, float64(ss.Readers))
+	ch <- prometheus.MustNewConstMetric(s.streamBytes, prometheus.GaugeValue, float64(ss.Bytes))
 }
 
 // touch creates method's series of the outcomes its rule can give, with
 // code OK, and its backend call series, at 0 when they are new.
 func (s *Sidecar) touch(method string, r MethodRule) {
 	ok := codes.OK.String()
-	if r.Action == "collapse" {
+	if r.Action == "replay" {
+		for _, o := range replay.Outcomes {
+			s.streamRequests.WithLabelValues(method, o.String(), ok)
+		}
+	} else if r.Action == "collapse" {
 		for _, o := range collapse.Outcomes {
 			s.requests.WithLabelValues(method, o.String(), ok)
 			if s.sources.Peers {

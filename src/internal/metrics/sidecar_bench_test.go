@@ -11,7 +11,7 @@ import (
 
 func newBenchSidecar(b *testing.B) *Sidecar {
 	b.Helper()
-	s, err := NewSidecar(prometheus.NewRegistry(), Sources{Stats: func() collapse.Stats { return collapse.Stats{} }})
+	s, err := NewSidecar(prometheus.NewRegistry(), Sources{Stats: func() collapse.Stats { return collapse.Stats{} }, Streams: noStreams})
 	if err != nil {
 		b.Fatalf("NewSidecar: %v", err)
 	}

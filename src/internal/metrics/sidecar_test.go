@@ -16,6 +16,7 @@ import (
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/replay"
 )
 
 const sayHello = "/hello.v1.Greeter/SayHello"
@@ -28,6 +29,8 @@ var _ policy.ReloadObserver = (*Sidecar)(nil)
 
 func noStats() collapse.Stats { return collapse.Stats{} }
 
+func noStreams() replay.Stats { return replay.Stats{} }
+
 func newTestSidecar(t *testing.T, stats func() collapse.Stats) (*Sidecar, *prometheus.Registry) {
 	t.Helper()
 	return newTestSidecarWith(t, Sources{Stats: stats})
@@ -39,6 +42,9 @@ func newTestSidecarWith(t *testing.T, src Sources) (*Sidecar, *prometheus.Regist
 	if src.Stats == nil {
 		src.Stats = noStats
 	}
+	if src.Streams == nil {
+		src.Streams = noStreams
+	}
 	s, err := NewSidecar(reg, src)
 	if err != nil {
 		t.Fatalf("NewSidecar: %v", err)
@@ -47,7 +53,7 @@ func newTestSidecarWith(t *testing.T, src Sources) (*Sidecar, *prometheus.Regist
 }
 
 func TestNewSidecar_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
-	src := Sources{Stats: noStats}
+	src := Sources{Stats: noStats, Streams: noStreams}
 	if _, err := NewSidecar(nil, src); err == nil {
 		t.Error("NewSidecar(nil registerer) succeeded, want error")
 	}
@@ -276,5 +282,44 @@ func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
 		if got := testutil.ToFloat64(c.vec.WithLabelValues(c.labels...)); got != c.want {
 			t.Errorf("%v = %v, want %v", c.labels, got, c.want)
 		}
+	}
+}
+
+func TestSidecar_StreamRequestsAndGauges(t *testing.T) {
+	const feed = "/hello.v1.Greeter/StreamHellos"
+	rules := map[string]MethodRule{feed: {Action: "replay"}}
+	s, reg := newTestSidecarWith(t, Sources{
+		Methods: func() map[string]MethodRule { return rules },
+		Streams: func() replay.Stats { return replay.Stats{Live: 1, Held: 2, Readers: 30, Bytes: 4096} },
+	})
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	s.ObserveStreamRequest(feed, "joined", codes.OK)
+	for _, o := range replay.Outcomes {
+		want := 0.0
+		if o == replay.Join {
+			want = 1
+		}
+		if got := testutil.ToFloat64(s.streamRequests.WithLabelValues(feed, o.String(), "OK")); got != want {
+			t.Errorf("stream requests{%s} = %v, want %v", o, got, want)
+		}
+	}
+	want := `
+# HELP collapser_stream_readers Callers reading a live replayed stream now.
+# TYPE collapser_stream_readers gauge
+collapser_stream_readers 30
+# HELP collapser_stream_recorded_bytes Message bytes held by the records of replayed streams, live and kept.
+# TYPE collapser_stream_recorded_bytes gauge
+collapser_stream_recorded_bytes 4096
+# HELP collapser_streams_held Ended replayed streams kept to be replayed whole.
+# TYPE collapser_streams_held gauge
+collapser_streams_held 2
+# HELP collapser_streams_live Replayed streams reading their backend stream now.
+# TYPE collapser_streams_live gauge
+collapser_streams_live 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "collapser_stream_readers", "collapser_stream_recorded_bytes", "collapser_streams_held", "collapser_streams_live"); err != nil {
+		t.Error(err)
 	}
 }

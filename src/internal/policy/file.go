@@ -209,13 +209,13 @@ func parseBool(s string) (bool, error) {
 	return false, errors.New("want true or false")
 }
 
-// parseStream reads a stream field. Only passthrough exists in this version.
+// parseStream reads a stream field: passthrough or replay.
 func parseStream(s string) (StreamMode, error) {
 	switch s {
 	case "passthrough":
 		return StreamPassthrough, nil
 	case "replay":
-		return 0, errors.New("replay is not available in this version; use passthrough")
+		return StreamReplay, nil
 	}
-	return 0, errors.New("want passthrough")
+	return 0, errors.New("want passthrough or replay")
 }

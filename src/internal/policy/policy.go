@@ -72,6 +72,9 @@ type StreamMode uint8
 const (
 	// StreamPassthrough forwards server streams frame by frame.
 	StreamPassthrough StreamMode = iota
+	// StreamReplay shares one backend stream among identical calls and
+	// replays it to late callers (see the replay package).
+	StreamReplay
 )
 
 // Action is what the proxy does with a call.
@@ -83,12 +86,17 @@ const (
 	Passthrough Action = iota
 	// Collapse shares one backend call among identical calls.
 	Collapse
+	// Replay shares one backend stream among identical server-streaming calls.
+	Replay
 )
 
-// String returns "passthrough" or "collapse", the metric label.
+// String returns "passthrough", "collapse" or "replay", the metric label.
 func (a Action) String() string {
-	if a == Collapse {
+	switch a {
+	case Collapse:
 		return "collapse"
+	case Replay:
+		return "replay"
 	}
 	return "passthrough"
 }
@@ -111,8 +119,9 @@ type Rule struct {
 	Action Action
 	// Reason says why a method passes through; "" when collapsed.
 	Reason string
-	// Call holds how a collapsed call is shared and its result served; nil
-	// when passed through. Shared by all calls of the rule: read only.
+	// Call holds how a collapsed call is shared and its result served (for
+	// Replay: its TTL is how long an ended stream is replayed); nil when
+	// passed through. Shared by all calls of the rule: read only.
 	Call *collapse.CallOptions
 	// Kind is what is known of the method's call kind.
 	Kind methodkind.Kind
@@ -330,6 +339,16 @@ func (p *Policy) Rule(method string, m methodkind.Method) Rule {
 		r.Reason = ReasonUnknownKind
 		return r
 	case methodkind.Unary:
+	case methodkind.ServerStreaming:
+		switch {
+		case l.stream != StreamReplay:
+			r.Reason = ReasonStreaming
+		case l.collapse == Never:
+			r.Reason = ReasonPolicy
+		default:
+			r.Action, r.Call = Replay, &l.cached
+		}
+		return r
 	default:
 		r.Reason = ReasonStreaming
 		return r

@@ -69,6 +69,11 @@ methods:
     collapse: false
   - name: /shop.v1.Orders/Get
     collapse: "true"
+  - name: /feed.v1.Prices/*
+    stream: replay
+    cacheTTL: 2s
+  - name: /feed.v1.Prices/Private
+    collapse: false
 `
 	p := mustNew(t, defaults, file)
 	tests := []struct {
@@ -85,6 +90,9 @@ methods:
 		{"auto: unannotated passes through", "/other.v1.S/Create", unannotated, want{Passthrough, ReasonUnannotated, 0, "default"}},
 		{"unknown kind passes through even with collapse true", "/shop.v1.Orders/Get", methodkind.Method{}, want{Passthrough, ReasonUnknownKind, 0, "methods[3] (/shop.v1.Orders/Get)"}},
 		{"server streams pass through", "/hello.v1.Greeter/StreamHellos", serverStream, want{Passthrough, ReasonStreaming, 0, "methods[0] (hello.v1.Greeter/*)"}},
+		{"stream: replay replays a server stream", "/feed.v1.Prices/Watch", serverStream, want{Replay, "", 2 * time.Second, "methods[4] (/feed.v1.Prices/*)"}},
+		{"collapse false wins over replay", "/feed.v1.Prices/Private", serverStream, want{Passthrough, ReasonPolicy, 0, "methods[5] (/feed.v1.Prices/Private)"}},
+		{"replay is for server streams only", "/feed.v1.Prices/Chat", methodkind.Method{Kind: methodkind.BidiStreaming}, want{Passthrough, ReasonStreaming, 0, "methods[4] (/feed.v1.Prices/*)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,8 +194,7 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"bad code", "default:\n  staleIfErrorCodes: [UNAVAILABLE, Unavailable]\n", `line 2: default: staleIfErrorCodes[1] "Unavailable": want a gRPC status code name`},
 		{"OK is no error", "default:\n  staleIfErrorCodes: [OK]\n", `staleIfErrorCodes[0] "OK": want a gRPC status code name`},
 		{"bad bool", "default:\n  finishAbandoned: yes\n", `default: finishAbandoned "yes": want true or false`},
-		{"replay not yet", "default:\n  stream: replay\n", `default: stream "replay": replay is not available in this version`},
-		{"bad stream", "default:\n  stream: record\n", `stream "record": want passthrough`},
+		{"bad stream", "default:\n  stream: record\n", `stream "record": want passthrough or replay`},
 		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
 		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},
 		{"malformed service", "methods:\n  - name: hello-v1/*\n", `methods[0]: name: line 2: "hello-v1/*": service name "hello-v1" is not a dot-separated proto name`},

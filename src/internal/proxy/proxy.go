@@ -16,6 +16,7 @@ import (
 
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
@@ -64,6 +65,10 @@ type Observer interface {
 	// ObservePeerRequest is called once per call served for a peer, instead
 	// of ObserveRequest.
 	ObservePeerRequest(method, outcome string, code codes.Code)
+	// ObserveStreamRequest is called once per call of a replayed method,
+	// instead of ObserveRequest, with how it was served (a replay.Outcome's
+	// label, or "error").
+	ObserveStreamRequest(method, outcome string, code codes.Code)
 }
 
 // Options configures a Proxy. Backend, Rules and KeyRule are required.
@@ -82,6 +87,12 @@ type Options struct {
 	CacheMaxEntries    int
 	CacheMaxBytes      int64
 	CacheMaxEntryBytes int64
+	// Streams bounds the records of replayed streams (see replay.Options;
+	// zero fields take replay's defaults): each record's messages, and the
+	// ended streams kept for replay.
+	StreamMaxBytes     int64
+	StreamMaxMessages  int
+	StreamMaxHeldBytes int64
 	// MaxBackendCalls bounds the shared backend calls running at once
 	// (default DefaultMaxBackendCalls): one more waits within its timeout
 	// and while a caller waits for it, then fails with RESOURCE_EXHAUSTED.
@@ -113,6 +124,7 @@ type Proxy struct {
 	rules          Rules
 	keyRule        *requestkey.Rule
 	group          *collapse.Group[*Response]
+	streams        *replay.Streams
 	private        headerSet
 	receiveTimeout time.Duration
 	maxRecv        int
@@ -138,6 +150,7 @@ func New(o Options) (*Proxy, error) {
 	}{
 		{"CacheMaxEntries", int64(o.CacheMaxEntries)}, {"CacheMaxBytes", o.CacheMaxBytes}, {"CacheMaxEntryBytes", o.CacheMaxEntryBytes},
 		{"MaxBackendCalls", int64(o.MaxBackendCalls)}, {"ReceiveTimeout", int64(o.ReceiveTimeout)},
+		{"StreamMaxBytes", o.StreamMaxBytes}, {"StreamMaxMessages", int64(o.StreamMaxMessages)}, {"StreamMaxHeldBytes", o.StreamMaxHeldBytes},
 		{"MaxRecvMsgBytes", int64(o.MaxRecvMsgBytes)}, {"MaxSendMsgBytes", int64(o.MaxSendMsgBytes)},
 	} {
 		if c.v < 0 {
@@ -172,6 +185,12 @@ func New(o Options) (*Proxy, error) {
 		Size:          responseSize,
 		Private:       func(r *Response) bool { return r != nil && r.Private },
 		MaxCalls:      orDefault(o.MaxBackendCalls, DefaultMaxBackendCalls),
+	})
+	p.streams = replay.New(replay.Options{
+		MaxBytes:     o.StreamMaxBytes,
+		MaxMessages:  o.StreamMaxMessages,
+		MaxHeldBytes: o.StreamMaxHeldBytes,
+		Private:      p.private.privateIn,
 	})
 	if p.observer == nil {
 		p.observer = nopObserver{}
@@ -219,6 +238,11 @@ func (p *Proxy) Stats() collapse.Stats {
 	return p.group.Stats()
 }
 
+// StreamStats returns a snapshot of the replayed streams' state, for gauges.
+func (p *Proxy) StreamStats() replay.Stats {
+	return p.streams.Stats()
+}
+
 // handle serves every call to a method no service on the server registered.
 func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
@@ -227,8 +251,11 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 		return status.Error(codes.Internal, "proxy: no method name in server stream")
 	}
 	rule := p.rules.Rule(method)
-	if rule.Action == policy.Collapse {
+	switch rule.Action {
+	case policy.Collapse:
 		return p.unary(ss, method, rule, fromCaller)
+	case policy.Replay:
+		return p.replayStream(ss, method, rule)
 	}
 	return p.passthrough(ss, method, rule, fromCaller)
 }
@@ -248,3 +275,4 @@ func (nopObserver) ObserveRequest(string, string, codes.Code)            {}
 func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
 func (nopObserver) ObservePeerCall(string, codes.Code, bool)             {}
 func (nopObserver) ObservePeerRequest(string, string, codes.Code)        {}
+func (nopObserver) ObserveStreamRequest(string, string, codes.Code)      {}

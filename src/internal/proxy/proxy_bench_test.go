@@ -2,7 +2,9 @@ package proxy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -109,4 +111,55 @@ func benchmarkCalls(b *testing.B, c hellov1.GreeterClient, name func(i int) stri
 			b.Fatal(err)
 		}
 	}
+}
+
+// streamMessages is the length of the streams of the stream benchmarks.
+const streamMessages = 100
+
+// BenchmarkStreamPassthrough forwards a server stream of streamMessages
+// replies frame by frame: the baseline of the stream replay benchmarks.
+func BenchmarkStreamPassthrough(b *testing.B) {
+	backend := startBackend(b, nil)
+	s := startSidecar(b, backend.addr, sidecarConfig{})
+	benchmarkStreams(b, s.client)
+}
+
+// BenchmarkStreamReplayed reads a kept stream of streamMessages replies,
+// replayed from its record without the backend.
+func BenchmarkStreamReplayed(b *testing.B) {
+	backend := startBackend(b, nil)
+	s := startSidecar(b, backend.addr, sidecarConfig{policyFile: "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: 1h\n"})
+	benchmarkStreams(b, s.client)
+	if got := len(s.observed.backend); got != 1 {
+		b.Fatalf("backend streams = %d, want 1: every stream after the first is replayed", got)
+	}
+}
+
+// benchmarkStreams reads b.N identical streams of streamMessages replies,
+// after one warm-up stream, and reports the cost per message.
+func benchmarkStreams(b *testing.B, c hellov1.GreeterClient) {
+	ctx := context.Background()
+	req := &hellov1.HelloRequest{Name: "feed", Count: streamMessages}
+	read := func() {
+		stream, err := c.StreamHellos(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; ; n++ {
+			if _, err := stream.Recv(); err != nil {
+				if !errors.Is(err, io.EOF) || n != streamMessages {
+					b.Fatalf("after %d replies: %v", n, err)
+				}
+				return
+			}
+		}
+	}
+	read()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		read()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*streamMessages), "ns/msg")
 }

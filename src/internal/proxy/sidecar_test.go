@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -65,17 +67,24 @@ type peerRecord struct {
 
 // recorder is a proxy.Observer that remembers every observation.
 type recorder struct {
-	mu           sync.Mutex
-	requests     []requestRecord
-	backend      []backendRecord
-	peerCalls    []peerRecord
-	peerRequests []requestRecord
+	mu             sync.Mutex
+	requests       []requestRecord
+	backend        []backendRecord
+	peerCalls      []peerRecord
+	peerRequests   []requestRecord
+	streamRequests []requestRecord
 }
 
 func (r *recorder) ObservePeerCall(method string, code codes.Code, fellBack bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.peerCalls = append(r.peerCalls, peerRecord{method, code, fellBack})
+}
+
+func (r *recorder) ObserveStreamRequest(method, outcome string, code codes.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.streamRequests = append(r.streamRequests, requestRecord{method, outcome, code})
 }
 
 func (r *recorder) ObservePeerRequest(method, outcome string, code codes.Code) {
@@ -117,6 +126,8 @@ type sidecarConfig struct {
 	// peered makes the sidecar its own only peer: every collapsed call is
 	// forwarded to its peer listener, one hop more.
 	peered bool
+	// policyFile, when set, is the policy file's content.
+	policyFile string
 }
 
 // sidecar is a proxy serving on 127.0.0.1:0 with a client connected to it.
@@ -151,7 +162,14 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 	if cfg.policy != nil {
 		defaults = *cfg.policy
 	}
-	store, err := policy.NewStore(defaults, "", nil, nil)
+	var policyPath string
+	if cfg.policyFile != "" {
+		policyPath = filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(policyPath, []byte(cfg.policyFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := policy.NewStore(defaults, policyPath, nil, nil)
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}

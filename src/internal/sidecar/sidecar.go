@@ -28,6 +28,7 @@ import (
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 )
@@ -124,6 +125,7 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.C
 	registry := metrics.NewRegistry()
 	observer, err := metrics.NewSidecar(registry, metrics.Sources{
 		Stats:   func() collapse.Stats { return p.Stats() },
+		Streams: func() replay.Stats { return p.StreamStats() },
 		Methods: func() map[string]metrics.MethodRule { return methodRules(decider.Rules()) },
 		Peers:   peerConn != nil,
 	})
@@ -155,6 +157,9 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.C
 		CacheMaxEntries:    cfg.CacheMaxEntries,
 		CacheMaxBytes:      cfg.CacheMaxBytes,
 		CacheMaxEntryBytes: cfg.CacheMaxEntryBytes,
+		StreamMaxBytes:     cfg.StreamMaxBytes,
+		StreamMaxMessages:  cfg.StreamMaxMessages,
+		StreamMaxHeldBytes: cfg.StreamCacheMaxBytes,
 		MaxBackendCalls:    cfg.MaxBackendCalls,
 		PrivateHeaders:     cfg.PrivateHeaders,
 		ReceiveTimeout:     cfg.ReceiveTimeout,

@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/collapser/collapser/src/internal/hello"
 )
 
-// Serve serves a hello.Server built from o, on a grpc.Server built with
-// opts, on 127.0.0.1:0 until the test ends, and returns its address.
+// Serve serves a hello.Server built from o, with server reflection as the
+// hello-backend binary serves it, on a grpc.Server built with opts, on
+// 127.0.0.1:0 until the test ends, and returns its address.
 func Serve(t testing.TB, o hello.Options, opts ...grpc.ServerOption) string {
 	t.Helper()
 	s, err := hello.New(o)
@@ -26,6 +28,7 @@ func Serve(t testing.TB, o hello.Options, opts ...grpc.ServerOption) string {
 	}
 	srv := grpc.NewServer(opts...)
 	s.Register(srv)
+	reflection.Register(srv)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {

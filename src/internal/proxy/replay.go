@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/replay"
+)
+
+// serverStreamDesc is the backend stream of a replayed call: one request,
+// any number of replies.
+var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
+
+// replayStream serves a server-streaming call whose rule says replay:
+// callers with the same key read one backend stream, from its first message
+// (replayed from its record) to its end. A caller whose key's record takes
+// no new reader (it outgrew its bounds, or its header is private) gets a
+// stream of its own.
+func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule) error {
+	ctx := ss.Context()
+	md := incoming(ctx)
+	payload, err := p.receive(ctx, ss)
+	if err != nil {
+		p.observer.ObserveStreamRequest(method, OutcomeError, callerCode(ctx, err))
+		return err
+	}
+	sub := contentSubtype(md)
+	key := p.keyRule.Key(method, sub, payload, md)
+	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(ctx context.Context) (replay.Upstream, error) {
+		return p.openUpstream(ctx, method, sub, payload, md)
+	})
+	if outcome != replay.Own {
+		err = p.relay(ss, rd)
+		rd.Close()
+	}
+	if outcome == replay.Own || errors.Is(err, replay.ErrPrivate) {
+		outcome = replay.Own
+		err = p.ownStream(ss, method, sub, payload, md)
+	}
+	p.observer.ObserveStreamRequest(method, outcome.String(), callerCode(ctx, err))
+	return err
+}
+
+// relay writes what rd reads to the caller: the header, every message, the
+// trailer and the status.
+func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
+	ctx := ss.Context()
+	header, err := rd.Header(ctx)
+	if err != nil {
+		if errors.Is(err, replay.ErrPrivate) {
+			return err
+		}
+		return status.FromContextError(err).Err()
+	}
+	if header != nil {
+		if err := ss.SendHeader(forwardable(header)); err != nil {
+			return fmt.Errorf("proxy: send header to caller: %w", err)
+		}
+	}
+	for {
+		msg, err := rd.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			trailer, err := rd.End()
+			ss.SetTrailer(forwardable(trailer))
+			return status.Convert(err).Err()
+		case errors.Is(err, replay.ErrBehind):
+			return status.Error(codes.ResourceExhausted, "collapser: this call fell behind the shared stream by more than its record holds")
+		case err != nil:
+			return status.FromContextError(err).Err()
+		}
+		if err := ss.SendMsg(&frame{payload: msg}); err != nil {
+			return fmt.Errorf("proxy: send to caller: %w", err)
+		}
+	}
+}
+
+// openUpstream opens the backend stream of a record and sends it the
+// request. Its context belongs to no caller; the caller's authority and
+// headers go with it.
+func (p *Proxy) openUpstream(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (replay.Upstream, error) {
+	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), method, sub, payload, md)
+	if err != nil {
+		p.observer.ObserveBackendCall(method, status.Code(err), 0)
+		return nil, err
+	}
+	return &upstream{cs: cs, method: method, start: time.Now(), observer: p.observer}, nil
+}
+
+// sendRequest opens a backend stream for one request and sends it.
+func (p *Proxy) sendRequest(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (grpc.ClientStream, error) {
+	cs, err := p.backend.NewStream(ctx, serverStreamDesc, method, p.callOptions(sub, authority(md))...)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: open backend stream: %w", err)
+	}
+	if err := cs.SendMsg(&frame{payload: payload}); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("proxy: send request to backend: %w", err)
+	}
+	// CloseSend never fails in grpc-go; a stream that already ended
+	// reports its status to RecvMsg.
+	_ = cs.CloseSend()
+	return cs, nil
+}
+
+// ownStream serves a replayed method's call with a backend stream of its
+// own, its request already read, under the caller's context.
+func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []byte, md metadata.MD) error {
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
+	defer cancel()
+	start := time.Now()
+	cs, err := p.sendRequest(ctx, method, sub, payload, md)
+	if err == nil {
+		err = backendToCaller(cs, ss)
+	}
+	p.observer.ObserveBackendCall(method, callerCode(ss.Context(), err), time.Since(start))
+	return err
+}
+
+// upstream is a backend stream as a record reads it; it tells the observer
+// of the backend call when the stream ends.
+type upstream struct {
+	cs       grpc.ClientStream
+	method   string
+	start    time.Time
+	observer Observer
+	once     sync.Once
+}
+
+func (u *upstream) Header() (metadata.MD, error) { return u.cs.Header() }
+func (u *upstream) Trailer() metadata.MD         { return u.cs.Trailer() }
+
+func (u *upstream) Recv() ([]byte, error) {
+	var f frame
+	err := u.cs.RecvMsg(&f)
+	if err != nil {
+		u.once.Do(func() {
+			code := codes.OK
+			if !errors.Is(err, io.EOF) {
+				code = status.Code(err)
+			}
+			u.observer.ObserveBackendCall(u.method, code, time.Since(u.start))
+		})
+		return nil, err
+	}
+	return f.payload, nil
+}

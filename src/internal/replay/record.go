@@ -1,0 +1,230 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// recordOverhead estimates what a kept record costs besides its key,
+// metadata and messages: the record, its heap and map slots.
+const recordOverhead = 256
+
+// record is one upstream's header, messages and end, as far as it has come.
+type record struct {
+	key     string
+	streams *Streams
+	ttl     time.Duration
+	ctx     context.Context // the upstream's: no caller's
+	cancel  context.CancelFunc
+
+	mu      sync.Mutex
+	changed chan struct{} // closed, and replaced, at every change; guarded by mu
+	// Guarded by mu.
+	header    metadata.MD
+	headerSet bool
+	private   bool     // the header or trailer is private: only the leader may see it
+	frames    [][]byte // messages first..first+len-1 of the stream
+	first     int
+	bytes     int64 // of frames
+	closed    bool  // takes no new reader: outgrew its bounds, went private or lost its readers
+	ended     bool
+	err       error // the upstream's end: nil for OK
+	trailer   metadata.MD
+	readers   int // of a live record
+
+	// Guarded by streams.mu.
+	held     bool
+	expires  time.Time
+	heldSize int64
+	index    int // in streams.held
+}
+
+func newRecord(s *Streams, key string, ttl time.Duration) *record {
+	ctx, cancel := context.WithCancel(background)
+	return &record{key: key, streams: s, ttl: ttl, ctx: ctx, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}
+}
+
+// pump reads the upstream into the record until it ends. It never waits for
+// a reader.
+func (r *record) pump(open Open) {
+	defer r.cancel()
+	up, err := open(r.ctx)
+	if err != nil {
+		r.end(nil, err)
+		return
+	}
+	header, err := up.Header()
+	r.update(func() {
+		r.header, r.headerSet = header, true
+		if r.streams.private != nil && r.streams.private(header) {
+			r.private, r.closed = true, true
+		}
+	})
+	if err != nil {
+		r.end(up.Trailer(), err)
+		return
+	}
+	for {
+		msg, err := up.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			r.end(up.Trailer(), err)
+			return
+		}
+		r.update(func() { r.append(msg) })
+	}
+}
+
+// append adds msg, keeping only the newest messages within the bounds once
+// the stream outgrows them. The caller holds r.mu.
+func (r *record) append(msg []byte) {
+	r.frames = append(r.frames, msg)
+	r.bytes += int64(len(msg))
+	for len(r.frames) > 1 && (r.bytes > r.streams.maxBytes || len(r.frames) > r.streams.maxMessages) {
+		r.closed = true
+		r.bytes -= int64(len(r.frames[0]))
+		r.frames[0] = nil
+		r.frames = r.frames[1:]
+		r.first++
+	}
+}
+
+// update applies change under r.mu and wakes every reader.
+func (r *record) update(change func()) {
+	r.mu.Lock()
+	change()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// end records the upstream's end and tells the streams.
+func (r *record) end(trailer metadata.MD, err error) {
+	r.update(func() {
+		r.ended, r.trailer, r.err = true, trailer, err
+		if r.streams.private != nil && r.streams.private(trailer) {
+			r.private, r.closed = true, true
+		}
+	})
+	r.streams.finish(r)
+}
+
+// size is what a kept record counts against Options.MaxHeldBytes. The
+// caller holds r.mu.
+func (r *record) size() int64 {
+	return recordOverhead + int64(len(r.key)) + r.bytes + mdSize(r.header) + mdSize(r.trailer)
+}
+
+func mdSize(md metadata.MD) int64 {
+	var n int64
+	for k, vs := range md {
+		n += int64(len(k))
+		for _, v := range vs {
+			n += int64(len(v))
+		}
+	}
+	return n
+}
+
+// Reader is one caller's cursor into a record. It is not safe for
+// concurrent use; Close it when done.
+type Reader struct {
+	r      *record
+	next   int // the next message to read
+	lead   bool
+	closed bool
+}
+
+// wait returns, under r.mu, once ready holds or ctx ends.
+func (rd *Reader) wait(ctx context.Context, ready func() bool) error {
+	r := rd.r
+	for {
+		r.mu.Lock()
+		if ready() {
+			return nil
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			r.mu.Lock()
+			return ctx.Err()
+		}
+	}
+}
+
+// Header waits for the stream's header (nil for an answer of trailers
+// only) or ctx's end. A follower of a private stream gets ErrPrivate.
+func (rd *Reader) Header(ctx context.Context) (metadata.MD, error) {
+	r := rd.r
+	err := rd.wait(ctx, func() bool { return r.headerSet || r.ended })
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case r.private && !rd.lead:
+		return nil, ErrPrivate
+	}
+	return r.header, nil
+}
+
+// Next returns the next message, waiting for it while the stream is live;
+// io.EOF at the stream's end (see End), ErrBehind when the record no
+// longer holds it, or ctx's error.
+func (rd *Reader) Next(ctx context.Context) ([]byte, error) {
+	r := rd.r
+	err := rd.wait(ctx, func() bool { return rd.next < r.first+len(r.frames) || r.ended || rd.next < r.first })
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case rd.next < r.first:
+		return nil, ErrBehind
+	case rd.next < r.first+len(r.frames):
+		msg := r.frames[rd.next-r.first]
+		rd.next++
+		return msg, nil
+	}
+	return nil, io.EOF
+}
+
+// End returns the stream's trailer and status (nil for OK) once Next has
+// returned io.EOF. A follower of a stream whose trailer is private gets no
+// trailer, and the same status.
+func (rd *Reader) End() (metadata.MD, error) {
+	r := rd.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.private && !rd.lead {
+		return nil, r.err
+	}
+	return r.trailer, r.err
+}
+
+// Close leaves the record. When the last reader of a live record leaves,
+// its upstream is cancelled.
+func (rd *Reader) Close() {
+	if rd.closed {
+		return
+	}
+	rd.closed = true
+	s, r := rd.r.streams, rd.r
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
+	if r.readers--; r.readers == 0 {
+		s.leave(r)
+	}
+}

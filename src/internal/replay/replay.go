@@ -1,0 +1,137 @@
+// Package replay shares one backend stream among identical server-streaming
+// calls, and replays it to callers that come late.
+//
+// The first caller for a key starts a recording: one goroutine reads the
+// backend stream (the upstream) into an append-only record of its header,
+// messages and end. Every caller of the key gets a Reader, a cursor of its
+// own into that record: it reads every message from the first, replayed
+// from the record, then the live ones as they come, in order, then the same
+// end. The goroutine never waits for a reader; a reader that falls behind
+// what the record still holds is ended with ErrBehind, and the others go on.
+//
+// Bounds, each where the bytes are taken: a record holds at most
+// Options.MaxBytes and Options.MaxMessages of messages. Past them it keeps
+// only the newest within the bounds, takes no new reader (a caller then
+// makes a stream of its own, Own) and is not kept after its end. A stream
+// that ended well within them is kept for its TTL and replayed whole to the
+// callers of that time, within Options.MaxHeldBytes over all kept streams.
+// When the last reader of a live record leaves, the upstream is cancelled:
+// an endless stream nobody reads ends.
+//
+// The package knows of gRPC only the metadata type; the proxy opens the
+// upstream and writes what a Reader reads to its caller.
+package replay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// Defaults for the zero values of Options.
+const (
+	// DefaultMaxBytes bounds the message bytes one record holds.
+	DefaultMaxBytes = 4 << 20
+	// DefaultMaxMessages bounds the messages one record holds.
+	DefaultMaxMessages = 10_000
+	// DefaultMaxHeldBytes bounds the bytes of the ended streams kept for replay.
+	DefaultMaxHeldBytes = 64 << 20
+)
+
+// ErrBehind ends a Reader whose next message the record no longer holds: it
+// fell further behind the upstream than the record's bounds.
+var ErrBehind = errors.New("replay: the reader fell behind what the record holds")
+
+// ErrPrivate is what a follower's Header returns when the upstream's header
+// is private (Options.Private): the follower must make a stream of its own.
+var ErrPrivate = errors.New("replay: the stream's header is private")
+
+// Options configures Streams. The zero value takes the defaults.
+type Options struct {
+	// MaxBytes and MaxMessages bound one record (default DefaultMaxBytes,
+	// DefaultMaxMessages).
+	MaxBytes    int64
+	MaxMessages int
+	// MaxHeldBytes bounds the ended streams kept for replay, counting their
+	// keys, header, messages and trailer (default DefaultMaxHeldBytes).
+	MaxHeldBytes int64
+	// Private reports whether a header or trailer makes a stream private:
+	// it goes only to the caller that started it and is not kept. Nil: no
+	// stream is private.
+	Private func(metadata.MD) bool
+}
+
+// Upstream is the one backend stream a record reads.
+type Upstream interface {
+	// Header blocks until the stream's header arrives; nil metadata for an
+	// answer of trailers only.
+	Header() (metadata.MD, error)
+	// Recv returns the next message, or at the stream's end io.EOF (OK) or
+	// its status error.
+	Recv() ([]byte, error)
+	// Trailer returns the stream's trailer once Recv has returned an error.
+	Trailer() metadata.MD
+}
+
+// Open starts the upstream of a record under ctx, which belongs to no
+// caller and ends when the last reader leaves.
+type Open func(ctx context.Context) (Upstream, error)
+
+// Outcome says how a caller of Join was served.
+type Outcome uint8
+
+const (
+	// Lead means this caller started the record.
+	Lead Outcome = iota + 1
+	// Join means this caller joined a live record.
+	Join
+	// Replay means this caller got a kept, ended record, replayed whole.
+	Replay
+	// Own means the key's record takes no new reader (it outgrew its bounds,
+	// or its header is private): the caller must make a stream of its own.
+	Own
+)
+
+// String returns the outcome's metric label: "leader", "joined",
+// "replayed" or "own".
+func (o Outcome) String() string {
+	switch o {
+	case Lead:
+		return "leader"
+	case Join:
+		return "joined"
+	case Replay:
+		return "replayed"
+	case Own:
+		return "own"
+	}
+	return "unknown"
+}
+
+// Outcomes lists every Outcome, for metrics that export each one up front.
+var Outcomes = []Outcome{Lead, Join, Replay, Own}
+
+// Stats is a snapshot of the streams' state, for gauges.
+type Stats struct {
+	// Live is the number of records reading their upstream.
+	Live int
+	// Held is the number of ended records kept for replay.
+	Held int
+	// Readers is the number of callers reading a record.
+	Readers int
+	// Bytes is what the records hold, live and kept.
+	Bytes int64
+}
+
+// orDefault returns v, or def when v is not positive.
+func orDefault[T int | int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// nowFunc is the clock; replaced in tests.
+var nowFunc = time.Now

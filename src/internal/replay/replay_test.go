@@ -1,0 +1,344 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// upstream is a stream the test writes: each value sent on msgs is a
+// message, closing end ends it with err.
+type upstream struct {
+	header  metadata.MD
+	msgs    chan []byte
+	err     error
+	ctx     context.Context
+	trailer metadata.MD
+}
+
+func (u *upstream) Header() (metadata.MD, error) { return u.header, nil }
+func (u *upstream) Trailer() metadata.MD         { return u.trailer }
+
+func (u *upstream) Recv() ([]byte, error) {
+	select {
+	case m, ok := <-u.msgs:
+		if !ok {
+			if u.err != nil {
+				return nil, u.err
+			}
+			return nil, io.EOF
+		}
+		return m, nil
+	case <-u.ctx.Done():
+		return nil, u.ctx.Err()
+	}
+}
+
+// source opens upstreams and counts them; ended receives each one's
+// context error when it was cancelled.
+type source struct {
+	opened  atomic.Int64
+	up      *upstream
+	started chan struct{}
+}
+
+func newSource(err error) *source {
+	return &source{up: &upstream{header: metadata.Pairs("h", "1"), msgs: make(chan []byte), err: err, trailer: metadata.Pairs("t", "1")}, started: make(chan struct{}, 16)}
+}
+
+func (s *source) open(ctx context.Context) (Upstream, error) {
+	s.opened.Add(1)
+	s.up.ctx = ctx
+	s.started <- struct{}{}
+	return s.up, nil
+}
+
+// readAll reads rd to its end.
+func readAll(t *testing.T, ctx context.Context, rd *Reader) ([]string, metadata.MD, error) {
+	t.Helper()
+	if _, err := rd.Header(ctx); err != nil {
+		return nil, nil, err
+	}
+	var got []string
+	for {
+		msg, err := rd.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			tr, st := rd.End()
+			return got, tr, st
+		}
+		if err != nil {
+			return got, nil, err
+		}
+		got = append(got, string(msg))
+	}
+}
+
+func send(t *testing.T, src *source, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		select {
+		case src.up.msgs <- []byte(fmt.Sprint("m", i)):
+		case <-time.After(testkit.DefaultTimeout):
+			t.Fatalf("the pump did not take message %d", i)
+		}
+	}
+}
+
+func want(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprint("m", i))
+	}
+	return out
+}
+
+type readResult struct {
+	msgs    []string
+	trailer metadata.MD
+	err     error
+}
+
+func goRead(t *testing.T, rd *Reader) <-chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		defer rd.Close()
+		msgs, tr, err := readAll(t, testkit.Context(t), rd)
+		ch <- readResult{msgs, tr, err}
+	}()
+	return ch
+}
+
+func TestStreams_CallersShareOneUpstreamAndLateJoinersGetEveryMessage(t *testing.T) {
+	s := New(Options{})
+	src := newSource(nil)
+	early := make([]<-chan readResult, 5)
+	for i := range early {
+		rd, o := s.Join("k", 0, src.open)
+		if want := map[bool]Outcome{true: Lead, false: Join}[i == 0]; o != want {
+			t.Fatalf("caller %d: %v, want %v", i, o, want)
+		}
+		early[i] = goRead(t, rd)
+	}
+	<-src.started
+	send(t, src, 0, 50)
+	late, o := s.Join("k", 0, src.open) // joins at message 50
+	if o != Join {
+		t.Fatalf("late caller: %v, want joined", o)
+	}
+	lateResult := goRead(t, late)
+	send(t, src, 50, 100)
+	close(src.up.msgs)
+	for i, ch := range append(early, lateResult) {
+		r := <-ch
+		if r.err != nil || !equal(r.msgs, want(100)) || r.trailer.Get("t")[0] != "1" {
+			t.Errorf("reader %d: %d messages, err %v, trailer %v; want all 100 in order, OK", i, len(r.msgs), r.err, r.trailer)
+		}
+	}
+	if n := src.opened.Load(); n != 1 {
+		t.Errorf("upstreams opened = %d, want 1", n)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStreams_ErrorMidStreamReachesEveryReaderAfterItsMessages(t *testing.T) {
+	s := New(Options{})
+	boom := errors.New("aborted")
+	src := newSource(boom)
+	var results []<-chan readResult
+	for range 3 {
+		rd, _ := s.Join("k", time.Hour, src.open)
+		results = append(results, goRead(t, rd))
+	}
+	<-src.started
+	send(t, src, 0, 30)
+	close(src.up.msgs)
+	for _, ch := range results {
+		if r := <-ch; !errors.Is(r.err, boom) || !equal(r.msgs, want(30)) {
+			t.Errorf("%d messages, err %v; want 30 then the error", len(r.msgs), r.err)
+		}
+	}
+	rd, o := s.Join("k", time.Hour, newSource(nil).open)
+	if o != Lead {
+		t.Errorf("after a failed stream: %v, want a new one (errors are not kept)", o)
+	}
+	rd.Close()
+	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
+}
+
+func waitStats(t *testing.T, s *Streams, cond func(Stats) bool) {
+	t.Helper()
+	testkit.WaitFor(t, "stream stats", func() bool { return cond(s.Stats()) })
+}
+
+func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
+	now := time.Unix(0, 0)
+	nowFunc = func() time.Time { return now }
+	t.Cleanup(func() { nowFunc = time.Now })
+	s := New(Options{})
+	src := newSource(nil)
+	rd, _ := s.Join("k", time.Minute, src.open)
+	first := goRead(t, rd)
+	<-src.started
+	send(t, src, 0, 10)
+	close(src.up.msgs)
+	<-first
+	waitStats(t, s, func(st Stats) bool { return st.Held == 1 })
+
+	rd, o := s.Join("k", time.Minute, newSource(nil).open)
+	if o != Replay {
+		t.Fatalf("within the TTL: %v, want replayed", o)
+	}
+	if r := <-goRead(t, rd); r.err != nil || !equal(r.msgs, want(10)) {
+		t.Errorf("replay: %d messages, err %v", len(r.msgs), r.err)
+	}
+	now = now.Add(time.Minute)
+	if rd, o := s.Join("k", time.Minute, newSource(nil).open); o != Lead {
+		t.Errorf("after the TTL: %v, want a new stream", o)
+	} else {
+		rd.Close()
+	}
+}
+
+func TestStreams_OutgrownRecordTakesNoNewReaderAndIsNotKept(t *testing.T) {
+	s := New(Options{MaxMessages: 10})
+	src := newSource(nil)
+	holder, _ := s.Join("k", time.Hour, src.open) // keeps the record live while it reads nothing
+	defer holder.Close()
+	rd, _ := s.Join("k", time.Hour, src.open)
+	reader := goRead(t, rd)
+	<-src.started
+	send(t, src, 0, 20)
+	if _, o := s.Join("k", time.Hour, src.open); o != Own {
+		t.Errorf("joining a record past its bounds: %v, want own", o)
+	}
+	close(src.up.msgs)
+	if r := <-reader; r.err != nil && !errors.Is(r.err, ErrBehind) {
+		t.Errorf("reader: %v", r.err)
+	}
+	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
+	if st := s.Stats(); st.Held != 0 {
+		t.Errorf("stats %+v: an outgrown stream was kept", st)
+	}
+}
+
+func TestStreams_AReaderThatStopsDoesNotDelayTheOthersAndFallsBehind(t *testing.T) {
+	s := New(Options{MaxMessages: 5})
+	src := newSource(nil)
+	stalled, _ := s.Join("k", 0, src.open)
+	defer stalled.Close()
+	if _, err := stalled.Header(testkit.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	<-src.started
+	reader, _ := s.Join("k", 0, src.open)
+	result := goRead(t, reader)
+	// The pump takes every message without the stalled reader reading one:
+	// send would time out if the pump waited for it.
+	send(t, src, 0, 50)
+	close(src.up.msgs)
+	if r := <-result; r.err != nil && !errors.Is(r.err, ErrBehind) {
+		t.Errorf("the reading reader: %v", r.err)
+	}
+	if _, err := stalled.Next(testkit.Context(t)); !errors.Is(err, ErrBehind) {
+		t.Errorf("the stalled reader: %v, want ErrBehind", err)
+	}
+}
+
+func TestStreams_LastReaderLeavingCancelsTheUpstream(t *testing.T) {
+	s := New(Options{})
+	src := newSource(nil)
+	var readers []*Reader
+	for range 3 {
+		rd, _ := s.Join("k", time.Hour, src.open)
+		readers = append(readers, rd)
+	}
+	<-src.started
+	for _, rd := range readers[:2] {
+		rd.Close()
+	}
+	if err := src.up.ctx.Err(); err != nil {
+		t.Fatalf("upstream cancelled (%v) while a reader remained", err)
+	}
+	readers[2].Close()
+	testkit.WaitFor(t, "the upstream's cancellation", func() bool { return src.up.ctx.Err() != nil })
+	waitStats(t, s, func(st Stats) bool { return st.Live == 0 && st.Held == 0 })
+	rd, o := s.Join("k", time.Hour, newSource(nil).open)
+	if o != Lead {
+		t.Errorf("after the last reader left: %v, want a new stream", o)
+	}
+	rd.Close()
+}
+
+func TestStreams_PrivateHeaderGoesOnlyToTheLeader(t *testing.T) {
+	s := New(Options{Private: func(md metadata.MD) bool { return len(md.Get("set-cookie")) > 0 }})
+	src := newSource(nil)
+	src.up.header = metadata.Pairs("set-cookie", "s=1")
+	lead, _ := s.Join("k", time.Hour, src.open)
+	follower, _ := s.Join("k", time.Hour, src.open)
+	defer follower.Close()
+	if _, err := follower.Header(testkit.Context(t)); !errors.Is(err, ErrPrivate) {
+		t.Errorf("follower's header: %v, want ErrPrivate", err)
+	}
+	if _, o := s.Join("k", time.Hour, src.open); o != Own {
+		t.Errorf("a new caller: %v, want own", o)
+	}
+	r := goRead(t, lead)
+	send(t, src, 0, 3)
+	close(src.up.msgs)
+	if got := <-r; got.err != nil || len(got.msgs) != 3 {
+		t.Errorf("leader: %+v", got)
+	}
+}
+
+func TestStreams_ConcurrentReadersJoinAndLeave(t *testing.T) {
+	s := New(Options{MaxMessages: 50})
+	src := newSource(nil)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			rd, o := s.Join("k", time.Millisecond, src.open)
+			if o == Own {
+				return
+			}
+			defer rd.Close()
+			ctx, cancel := context.WithTimeout(testkit.Context(t), time.Duration(i)*time.Millisecond)
+			defer cancel()
+			_, _, _ = readAll(t, ctx, rd)
+		})
+	}
+	<-src.started
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case src.up.msgs <- []byte(fmt.Sprint("m", i)):
+			case <-src.up.ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
+}

@@ -1,0 +1,161 @@
+package replay
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// Streams maps keys to their records. Create one with New; it is safe for
+// concurrent use.
+type Streams struct {
+	maxBytes     int64
+	maxMessages  int
+	maxHeldBytes int64
+	private      func(metadata.MD) bool
+
+	mu        sync.Mutex
+	m         map[string]*record // live records and kept ones, by key; guarded by mu
+	held      heldHeap           // kept records, the first to expire first; guarded by mu
+	heldBytes int64              // what they count; guarded by mu
+}
+
+// New returns Streams configured by o.
+func New(o Options) *Streams {
+	return &Streams{
+		maxBytes:     orDefault(o.MaxBytes, DefaultMaxBytes),
+		maxMessages:  orDefault(o.MaxMessages, DefaultMaxMessages),
+		maxHeldBytes: orDefault(o.MaxHeldBytes, DefaultMaxHeldBytes),
+		private:      o.Private,
+		m:            map[string]*record{},
+	}
+}
+
+// Join returns a Reader of key's record: a new one whose upstream open
+// starts (Lead), a live one (Join), or an ended one kept for replay
+// (Replay). A record that takes no new reader gives no Reader but Own: the
+// caller makes a stream of its own. A stream that ends well is kept for ttl
+// (0: not at all). Close the Reader when done with it.
+func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep(nowFunc())
+	if r := s.m[key]; r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case r.ended:
+			return &Reader{r: r}, Replay
+		case r.closed:
+			return nil, Own
+		}
+		r.readers++
+		return &Reader{r: r}, Join
+	}
+	r := newRecord(s, key, ttl)
+	s.m[key] = r
+	go r.pump(open)
+	return &Reader{r: r, lead: true}, Lead
+}
+
+// Stats returns a snapshot of the streams' state.
+func (s *Streams) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep(nowFunc())
+	st := Stats{Held: len(s.held), Bytes: s.heldBytes}
+	for _, r := range s.m {
+		r.mu.Lock()
+		if !r.ended {
+			st.Live++
+			st.Readers += r.readers
+			st.Bytes += r.bytes
+		}
+		r.mu.Unlock()
+	}
+	return st
+}
+
+// finish is told by r's pump that its upstream ended: r is kept for replay
+// when it ended well within its bounds and has a TTL, and dropped otherwise.
+// The caller holds neither lock.
+func (s *Streams) finish(r *record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.mu.Lock()
+	keep := r.err == nil && !r.closed && r.ttl > 0
+	size := r.size()
+	r.mu.Unlock()
+	if keep && size <= s.maxHeldBytes {
+		for s.heldBytes+size > s.maxHeldBytes {
+			s.drop(s.held[0])
+		}
+		r.expires, r.held = nowFunc().Add(r.ttl), true
+		s.heldBytes += size
+		r.heldSize = size
+		heap.Push(&s.held, r)
+		return
+	}
+	if s.m[r.key] == r {
+		delete(s.m, r.key)
+	}
+}
+
+// leave is told that r's last reader left before its upstream ended: the
+// key is free for a new record, and r's upstream is cancelled. The caller
+// holds s.mu and r.mu.
+func (s *Streams) leave(r *record) {
+	if s.m[r.key] == r {
+		delete(s.m, r.key)
+	}
+	r.closed = true
+	r.cancel()
+}
+
+// sweep drops the kept records that expired. The caller holds s.mu.
+func (s *Streams) sweep(now time.Time) {
+	for len(s.held) > 0 && !now.Before(s.held[0].expires) {
+		s.drop(s.held[0])
+	}
+}
+
+// drop forgets the kept record r. The caller holds s.mu.
+func (s *Streams) drop(r *record) {
+	heap.Remove(&s.held, r.index)
+	r.held = false
+	s.heldBytes -= r.heldSize
+	if s.m[r.key] == r {
+		delete(s.m, r.key)
+	}
+}
+
+// heldHeap orders kept records by expiry; it implements heap.Interface.
+type heldHeap []*record
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h heldHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *heldHeap) Push(x any) {
+	r := x.(*record)
+	r.index = len(*h)
+	*h = append(*h, r)
+}
+
+func (h *heldHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	r.index = -1
+	return r
+}
+
+// background is the parent of every upstream's context: it belongs to no caller.
+var background = context.Background()

@@ -1,0 +1,314 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/hello/hellotest"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+const streamHellos = "/hello.v1.Greeter/StreamHellos"
+
+// replaySidecar runs the real hello backend and a sidecar whose policy
+// replays StreamHellos, keeping an ended stream for ttl; edit may change
+// the sidecar's settings. It returns the sidecar, clients over conns
+// connections, and the backend's own stream count.
+func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient, func() int64) {
+	t.Helper()
+	backend := hellotest.Serve(t, hello.Options{})
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	file := fmt.Sprintf("methods:\n  - name: %s\n    stream: replay\n    cacheTTL: %s\n", streamHellos, ttl)
+	if err := os.WriteFile(policy, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := startSidecar(t, backend, func(c *config.Sidecar) {
+		c.PolicyFile = policy
+		if edit != nil {
+			edit(c)
+		}
+	})
+	testkit.WaitFor(t, "StreamHellos learned", func() bool { return sc.resolver.Method(streamHellos).Kind.String() == "server_streaming" })
+	clients := make([]hellov1.GreeterClient, conns)
+	for i := range clients {
+		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
+	}
+	stats := hellov1.NewStatsClient(dial(t, backend))
+	count := func() int64 {
+		r, err := stats.GetCounts(testkit.Context(t), &hellov1.GetCountsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetByMethod()[streamHellos]
+	}
+	return sc, clients, count
+}
+
+// streamed is what one caller of StreamHellos received.
+type streamed struct {
+	replies []*hellov1.HelloReply
+	err     error
+}
+
+// consistent reports whether s holds n replies of one backend call.
+func (s streamed) consistent(n int, name string) bool {
+	if s.err != nil || len(s.replies) != n {
+		return false
+	}
+	for _, r := range s.replies {
+		if r.GetMessage() != "Hello, "+name || r.GetCall() != s.replies[0].GetCall() {
+			return false
+		}
+	}
+	return true
+}
+
+// stream calls StreamHellos and reads it to its end, or stop replies.
+func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequest, stop int) streamed {
+	s, err := c.StreamHellos(ctx, req)
+	if err != nil {
+		return streamed{err: err}
+	}
+	var out streamed
+	for stop == 0 || len(out.replies) < stop {
+		r, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			out.err = err
+			return out
+		}
+		out.replies = append(out.replies, r)
+	}
+	return out
+}
+
+func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
+	const callers, n = 1000, 100
+	sc, clients, count := replaySidecar(t, 0, 4, nil)
+	req := &hellov1.HelloRequest{Name: "feed", Count: n, IntervalMs: 2}
+	results := make([]streamed, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[i%len(clients)], req, 0) })
+	}
+	wg.Wait()
+	for i, r := range results {
+		if !r.consistent(n, "feed") {
+			t.Fatalf("caller %d: %d replies, err %v; want %d replies of one call", i, len(r.replies), r.err, n)
+		}
+	}
+	got := count()
+	t.Logf("%d identical StreamHellos calls of %d messages: %d backend streams", callers, n, got)
+	if got != 1 {
+		t.Errorf("backend streams = %d, want 1", got)
+	}
+	if led := sc.metricSum(t, "collapser_stream_requests_total", map[string]string{"outcome": "leader"}); led != 1 {
+		t.Errorf("leaders counted = %v, want 1", led)
+	}
+}
+
+func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
+	const n = 100
+	_, clients, count := replaySidecar(t, 0, 1, nil)
+	req := &hellov1.HelloRequest{Name: "late", Count: n, IntervalMs: 5}
+	ctx := testkit.Context(t)
+	first, err := clients[0].StreamHellos(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n / 2 { // the stream is at message 50
+		if _, err := first.Recv(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	late := make([]streamed, 10)
+	var wg sync.WaitGroup
+	for i := range late {
+		wg.Go(func() { late[i] = stream(ctx, clients[0], req, 0) })
+	}
+	wg.Wait()
+	for i, r := range late {
+		if !r.consistent(n, "late") {
+			t.Errorf("caller %d, joined at message 50: %d replies, err %v; want all %d", i, len(r.replies), r.err, n)
+		}
+	}
+	if got := count(); got != 1 {
+		t.Errorf("backend streams = %d, want 1", got)
+	}
+}
+
+func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
+	// 2,000 replies of 4 KiB: 8 MiB, far more than a caller's flow-control
+	// window, so a caller that reads nothing stops its own sends at once.
+	const n, interval = 2000, 1
+	name := fmt.Sprintf("%04096d", 0)
+	_, clients, _ := replaySidecar(t, 0, 2, func(c *config.Sidecar) { c.StreamMaxBytes = 16 << 20 })
+	req := &hellov1.HelloRequest{Name: name, Count: n, IntervalMs: interval}
+	run := func(stall bool) time.Duration {
+		ctx, cancel := context.WithCancel(testkit.Context(t))
+		defer cancel()
+		if stall {
+			stalled, err := clients[1].StreamHellos(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := stalled.Recv(); err != nil { // joined: then it reads nothing more
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				if r := stream(ctx, clients[0], req, 0); !r.consistent(n, name) {
+					t.Errorf("reader: %d replies, err %v", len(r.replies), r.err)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	alone, stalled := run(false), run(true)
+	t.Logf("5 readers of %d × 4 KiB: %v alone, %v beside a caller that stopped reading", n, alone.Round(time.Millisecond), stalled.Round(time.Millisecond))
+	if stalled > 2*alone+time.Second {
+		t.Errorf("a stalled caller slowed the others from %v to %v", alone, stalled)
+	}
+}
+
+func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testing.T) {
+	_, clients, count := replaySidecar(t, time.Minute, 1, nil)
+	req := &hellov1.HelloRequest{Name: "broken", Count: 100, IntervalMs: 1, FailAfter: 30}
+	results := make([]streamed, 20)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[0], req, 0) })
+	}
+	wg.Wait()
+	for i, r := range results {
+		if len(r.replies) != 30 || status.Code(r.err) != codes.Aborted {
+			t.Errorf("caller %d: %d replies, err %v; want 30 then ABORTED", i, len(r.replies), r.err)
+		}
+	}
+	// Errors are not kept: the next caller reads a new backend stream.
+	before := count()
+	stream(testkit.Context(t), clients[0], req, 0)
+	if after := count(); after != before+1 {
+		t.Errorf("backend streams %d then %d: a failed stream was replayed", before, after)
+	}
+}
+
+func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
+	const n = 100
+	sc, clients, count := replaySidecar(t, time.Minute, 1, func(c *config.Sidecar) { c.StreamMaxMessages = 20 })
+	req := &hellov1.HelloRequest{Name: "big", Count: n, IntervalMs: 3}
+	ctx := testkit.Context(t)
+	first, err := clients[0].StreamHellos(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 30 { // past the record's 20 messages
+		if _, err := first.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := stream(ctx, clients[0], req, 0); !r.consistent(n, "big") {
+		t.Errorf("a caller after the bound: %d replies, err %v; want its own whole stream", len(r.replies), r.err)
+	}
+	if own := sc.metricSum(t, "collapser_stream_requests_total", map[string]string{"outcome": "own"}); own != 1 {
+		t.Errorf("own streams counted %v, want 1", own)
+	}
+	for {
+		if _, err := first.Recv(); err != nil {
+			break
+		}
+	}
+	before := count()
+	stream(ctx, clients[0], req, 0)
+	if after := count(); after != before+1 {
+		t.Errorf("backend streams %d then %d: an outgrown stream was kept", before, after)
+	}
+}
+
+func TestReplay_AnEndedStreamIsReplayedWholeWithoutTheBackend(t *testing.T) {
+	sc, clients, count := replaySidecar(t, time.Minute, 1, nil)
+	req := &hellov1.HelloRequest{Name: "report", Count: 50}
+	first := stream(testkit.Context(t), clients[0], req, 0)
+	again := stream(testkit.Context(t), clients[0], req, 0)
+	if !first.consistent(50, "report") || !again.consistent(50, "report") || again.replies[0].GetCall() != first.replies[0].GetCall() {
+		t.Errorf("first %d replies (%v), again %d (%v): want the same 50 replayed", len(first.replies), first.err, len(again.replies), again.err)
+	}
+	if got := count(); got != 1 {
+		t.Errorf("backend streams = %d, want 1: the second was replayed", got)
+	}
+	if replayed := sc.metricSum(t, "collapser_stream_requests_total", map[string]string{"outcome": "replayed"}); replayed != 1 {
+		t.Errorf("replays counted %v, want 1", replayed)
+	}
+}
+
+func TestReplay_TheLastCallerLeavingCancelsTheBackendStream(t *testing.T) {
+	sc, clients, _ := replaySidecar(t, time.Minute, 1, nil)
+	req := &hellov1.HelloRequest{Name: "watch", Count: hello.MaxStreamCount, IntervalMs: 10} // 100 s
+	ctx, cancel := context.WithCancel(testkit.Context(t))
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { stream(ctx, clients[0], req, 0) })
+	}
+	testkit.WaitFor(t, "three readers", func() bool { return sc.proxy.StreamStats().Readers == 3 })
+	cancel()
+	wg.Wait()
+	testkit.WaitFor(t, "the backend stream to end", func() bool { return sc.proxy.StreamStats().Live == 0 })
+	testkit.WaitFor(t, "the cancelled backend stream counted", func() bool {
+		return sc.metricSum(t, "collapser_backend_calls_total", map[string]string{"method": streamHellos, "code": "Canceled"}) == 1
+	})
+}
+
+func TestReplay_OtherStreamsStillPassThrough(t *testing.T) {
+	_, clients, _ := replaySidecar(t, 0, 1, nil)
+	chat, err := clients[0].Chat(testkit.Context(t), grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chat.Send(&hellov1.HelloRequest{Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := chat.Recv(); err != nil || r.GetMessage() != "Hello, x" {
+		t.Errorf("Chat through a replaying sidecar: %v, %v", r, err)
+	}
+	if err := chat.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplay_DemoClientStreamBurstReadsOneBackendStream(t *testing.T) {
+	var backend string
+	sc, _, _ := replaySidecar(t, 0, 1, func(c *config.Sidecar) { backend = c.Backend })
+	r, err := demo.Run(testkit.Context(t), demo.Config{
+		Target: sc.addr, Backend: backend, Requests: 200, Name: "demo",
+		Stream: true, StreamMessages: 50, StreamIntervalMs: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.Bursts[0]
+	if r.Errors != 0 || r.BackendCalls != 1 || b.Incomplete != 0 || b.DistinctCalls() != 1 {
+		t.Errorf("demo --stream: errors %d, backend streams %d, incomplete %d, distinct calls %d; want 0, 1, 0, 1",
+			r.Errors, r.BackendCalls, b.Incomplete, b.DistinctCalls())
+	}
+}
