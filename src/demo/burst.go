@@ -2,6 +2,8 @@ package demo
 
 import (
 	"context"
+	"errors"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 )
@@ -19,17 +22,25 @@ type burstSpec struct {
 	requests      int
 	concurrency   int // at most this many in flight; 0 or more than requests = all at once
 	name          string
-	distinct      bool   // request n is named name-n
-	authorization string // "" = no authorization header
+	distinct      bool        // request n is named name-n
+	authorization string      // "" = no authorization header
+	stream        *streamSpec // nil: SayHello calls
 	timeout       time.Duration
+}
+
+// streamSpec makes a burst's requests StreamHellos calls.
+type streamSpec struct {
+	messages   int // replies each call asks for
+	intervalMs int // between two replies
 }
 
 // result is what one request produced.
 type result struct {
-	latency time.Duration
-	code    codes.Code
-	caller  string // reply's caller; only for code OK
-	call    int64  // reply's call number; only for code OK
+	complete bool // a stream's replies: all of them, of one backend call, in order
+	latency  time.Duration
+	code     codes.Code
+	caller   string // reply's caller; only for code OK
+	call     int64  // reply's call number; only for code OK
 }
 
 // progress counts requests across all running bursts.
@@ -64,7 +75,11 @@ func sendBurst(ctx context.Context, clients []hellov1.GreeterClient, spec burstS
 				if spec.distinct {
 					req = &hellov1.HelloRequest{Name: spec.name + "-" + strconv.FormatInt(i, 10)}
 				}
-				results[i] = sayHello(ctx, client, req, spec.timeout)
+				if spec.stream != nil {
+					results[i] = streamHellos(ctx, client, req, *spec.stream, spec.timeout)
+				} else {
+					results[i] = sayHello(ctx, client, req, spec.timeout)
+				}
 				p.done.Add(1)
 			}
 		})
@@ -85,6 +100,43 @@ func sayHello(ctx context.Context, client hellov1.GreeterClient, req *hellov1.He
 	r := result{latency: time.Since(start), code: status.Code(err)}
 	if err == nil {
 		r.caller, r.call = reply.GetCaller(), reply.GetCall()
+	}
+	return r
+}
+
+// streamHellos makes one StreamHellos call of spec and reads it to its end,
+// bounded by timeout when it is positive.
+func streamHellos(ctx context.Context, client hellov1.GreeterClient, req *hellov1.HelloRequest, spec streamSpec, timeout time.Duration) result {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	req = &hellov1.HelloRequest{Name: req.GetName(), Count: int32(spec.messages), IntervalMs: int32(spec.intervalMs)}
+	start := time.Now()
+	stream, err := client.StreamHellos(ctx, req)
+	if err != nil {
+		return result{latency: time.Since(start), code: status.Code(err)}
+	}
+	var first *hellov1.HelloReply
+	n, consistent := 0, true
+	for {
+		reply, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return result{latency: time.Since(start), code: status.Code(err)}
+		}
+		if first == nil {
+			first = reply
+		}
+		consistent = consistent && proto.Equal(reply, first)
+		n++
+	}
+	r := result{latency: time.Since(start), code: codes.OK, complete: consistent && n == spec.messages}
+	if first != nil {
+		r.caller, r.call = first.GetCaller(), first.GetCall()
 	}
 	return r
 }

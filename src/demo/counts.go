@@ -18,9 +18,9 @@ import (
 // labelled by full method name; it counts exactly what Stats.GetCounts reports.
 const requestsMetric = "hello_requests_total"
 
-// counter reads the backend's own SayHello count.
+// counter reads the backend's own count of a method's calls.
 type counter interface {
-	sayHelloCount(ctx context.Context) (int64, error)
+	count(ctx context.Context, method string) (int64, error)
 }
 
 // statsCounter reads the count from the hello backend's Stats service.
@@ -29,14 +29,14 @@ type statsCounter struct {
 	addr   string
 }
 
-func (c statsCounter) sayHelloCount(ctx context.Context) (int64, error) {
+func (c statsCounter) count(ctx context.Context, method string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
 	defer cancel()
 	reply, err := c.client.GetCounts(ctx, &hellov1.GetCountsRequest{})
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend %s: %w", c.addr, err)
+		return 0, fmt.Errorf("read %s count from backend %s: %w", method, c.addr, err)
 	}
-	return reply.GetByMethod()[hellov1.Greeter_SayHello_FullMethodName], nil
+	return reply.GetByMethod()[method], nil
 }
 
 // metricsCounter reads the count from the hello backends' Prometheus
@@ -58,16 +58,16 @@ func newMetricsCounter(raw string) (metricsCounter, error) {
 	return metricsCounter{url: u, raw: raw, client: &http.Client{Timeout: DefaultConnectTimeout}}, nil
 }
 
-func (c metricsCounter) sayHelloCount(ctx context.Context) (int64, error) {
+func (c metricsCounter) count(ctx context.Context, method string) (int64, error) {
 	addrs, err := backendAddresses(ctx, c.url.Hostname())
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", c.raw, err)
+		return 0, fmt.Errorf("read %s count from backend metrics %s: %w", method, c.raw, err)
 	}
 	var sum int64
 	for _, addr := range addrs {
 		u := *c.url
 		u.Host = net.JoinHostPort(addr, c.url.Port())
-		n, err := c.countAt(ctx, u.String())
+		n, err := c.countAt(ctx, u.String(), method)
 		if err != nil {
 			return 0, err
 		}
@@ -101,35 +101,35 @@ func backendAddresses(ctx context.Context, host string) ([]string, error) {
 	return slices.Compact(v6), nil
 }
 
-// countAt reads the SayHello count of the one backend at url.
-func (c metricsCounter) countAt(ctx context.Context, url string) (int64, error) {
+// countAt reads the count of method of the one backend at url.
+func (c metricsCounter) countAt(ctx context.Context, url, method string) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", url, err)
+		return 0, fmt.Errorf("read backend metrics %s: %w", url, err)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend metrics: %w", err)
+		return 0, fmt.Errorf("read backend metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %s", url, resp.Status)
+		return 0, fmt.Errorf("read backend metrics %s: %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("read SayHello count from backend metrics %s: %w", url, err)
+		return 0, fmt.Errorf("read backend metrics %s: %w", url, err)
 	}
 	if family, ok := families[requestsMetric]; ok {
 		for _, m := range family.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" && l.GetValue() == hellov1.Greeter_SayHello_FullMethodName {
+				if l.GetName() == "method" && l.GetValue() == method {
 					return int64(m.GetCounter().GetValue() + m.GetUntyped().GetValue()), nil
 				}
 			}
 		}
 	}
-	return 0, fmt.Errorf("read SayHello count from backend metrics %s: no %s{method=%q}", url, requestsMetric, hellov1.Greeter_SayHello_FullMethodName)
+	return 0, fmt.Errorf("read %s count from backend metrics %s: no %s{method=%q}", method, url, requestsMetric, method)
 }
 
 // BackendMetricsCount reads the hello backends' own SayHello count from
@@ -141,5 +141,5 @@ func BackendMetricsCount(ctx context.Context, url string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return c.sayHelloCount(ctx)
+	return c.count(ctx, hellov1.Greeter_SayHello_FullMethodName)
 }

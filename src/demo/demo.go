@@ -55,6 +55,12 @@ type Config struct {
 	// Distinct makes every request of a burst distinct, named Name-<n>: a
 	// load of distinct keys, each its own backend call.
 	Distinct bool
+	// Stream makes every request a StreamHellos call of StreamMessages
+	// replies, StreamIntervalMs apart, instead of a SayHello call; the
+	// backend's StreamHellos count is read.
+	Stream           bool
+	StreamMessages   int
+	StreamIntervalMs int
 	// Authorization is the first burst's authorization header; "" = none.
 	Authorization string
 	// SecondAuthorization, when non-empty, adds a second burst with this
@@ -82,6 +88,12 @@ func (c *Config) validate() error {
 	}
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("concurrency must not be negative, got %d", c.Concurrency))
+	}
+	if c.Stream && (c.StreamMessages < 1 || c.StreamMessages > hello.MaxStreamCount) {
+		errs = append(errs, fmt.Errorf("stream messages must be in [1, %d], got %d", hello.MaxStreamCount, c.StreamMessages))
+	}
+	if c.StreamIntervalMs < 0 || c.StreamIntervalMs > hello.MaxStreamIntervalMs {
+		errs = append(errs, fmt.Errorf("stream interval must be in [0, %d] ms, got %d", hello.MaxStreamIntervalMs, c.StreamIntervalMs))
 	}
 	if c.Connections < 0 {
 		errs = append(errs, fmt.Errorf("connections must not be negative, got %d", c.Connections))
@@ -112,7 +124,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	before, err := backend.sayHelloCount(ctx)
+	method := hellov1.Greeter_SayHello_FullMethodName
+	if cfg.Stream {
+		method = hellov1.Greeter_StreamHellos_FullMethodName
+	}
+	before, err := backend.count(ctx, method)
 	if err != nil {
 		return nil, err
 	}
@@ -136,14 +152,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	elapsed := time.Since(start)
 	stopProgress()
 
-	after, err := backend.sayHelloCount(ctx)
+	after, err := backend.count(ctx, method)
 	if err != nil {
 		return nil, err
 	}
 	bursts := make([]Burst, len(specs))
 	var latencies []time.Duration
 	for i, spec := range specs {
-		bursts[i] = summarise(hello.Caller(spec.authorization), results[i], durations[i])
+		bursts[i] = summarise(hello.Caller(spec.authorization), spec.stream != nil, results[i], durations[i])
 		latencies = append(latencies, okLatencies(results[i])...)
 	}
 	return newReport(bursts, after-before, elapsed, latencies), nil
@@ -167,6 +183,9 @@ func (c *Config) connections() int {
 // bursts returns the bursts cfg asks for, the first one first.
 func (c *Config) bursts() []burstSpec {
 	first := burstSpec{requests: c.Requests, concurrency: c.Concurrency, name: c.Name, distinct: c.Distinct, authorization: c.Authorization, timeout: c.Timeout}
+	if c.Stream {
+		first.stream = &streamSpec{messages: c.StreamMessages, intervalMs: c.StreamIntervalMs}
+	}
 	if c.SecondAuthorization == "" {
 		return []burstSpec{first}
 	}

@@ -123,3 +123,19 @@ func TestRun_RejectsInvalidConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestRun_StreamModeChecksEveryCallersReplies(t *testing.T) {
+	b := startBackend(t, time.Millisecond)
+	const n = 10
+	r, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: n, Name: "feed", Stream: true, StreamMessages: 7})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Requests != n || r.Errors != 0 || r.BackendCalls != n || r.Bursts[0].Incomplete != 0 || r.Bursts[0].DistinctCalls() != n {
+		t.Errorf("report requests=%d errors=%d backend_calls=%d incomplete=%d distinct=%d; want %d, 0, %d (StreamHellos), 0, %d",
+			r.Requests, r.Errors, r.BackendCalls, r.Bursts[0].Incomplete, r.Bursts[0].DistinctCalls(), n, n, n)
+	}
+	if _, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: 1, Stream: true}); err == nil || !strings.Contains(err.Error(), "stream messages") {
+		t.Errorf("no messages asked for: err %v", err)
+	}
+}

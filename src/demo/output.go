@@ -19,8 +19,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "latency         %s\n", latencyText(r.Latency))
 	fmt.Fprintf(&b, "duration        %s\n", r.Duration.Round(time.Millisecond))
 	for i, burst := range r.Bursts {
-		fmt.Fprintf(&b, "burst %d caller %q: requests %d, errors %d, distinct backend calls %d, mismatched replies %d, %s\n",
-			i+1, burst.Caller, burst.Requests, burst.Errors, burst.DistinctCalls(), burst.Mismatched, latencyText(burst.Latency))
+		fmt.Fprintf(&b, "burst %d caller %q: requests %d, errors %d, distinct backend calls %d, mismatched replies %d, incomplete streams %d, %s\n",
+			i+1, burst.Caller, burst.Requests, burst.Errors, burst.DistinctCalls(), burst.Mismatched, burst.Incomplete, latencyText(burst.Latency))
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write report: %w", err)
@@ -50,6 +50,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		ErrorsByCode  map[string]int `json:"errors_by_code"`
 		DistinctCalls int            `json:"distinct_calls"`
 		Mismatched    int            `json:"mismatched_replies"`
+		Incomplete    int            `json:"incomplete_streams"`
 		latencyJSON
 		DurationMS float64 `json:"duration_ms"`
 	}
@@ -71,7 +72,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	for _, b := range r.Bursts {
 		out.Bursts = append(out.Bursts, burstJSON{
 			Caller: b.Caller, Requests: b.Requests, Errors: b.Errors, ErrorsByCode: b.ErrorsByCode,
-			DistinctCalls: b.DistinctCalls(), Mismatched: b.Mismatched,
+			DistinctCalls: b.DistinctCalls(), Mismatched: b.Mismatched, Incomplete: b.Incomplete,
 			latencyJSON: newLatencyJSON(b.Latency), DurationMS: ms(b.Duration),
 		})
 	}

@@ -32,6 +32,9 @@ type Burst struct {
 	// Mismatched counts successful replies naming a caller other than Caller:
 	// a reply computed for another credential. It must be 0.
 	Mismatched int
+	// Incomplete counts successful streams whose replies were not all the
+	// messages asked for, identical and of one backend call. It must be 0.
+	Incomplete int
 }
 
 // DistinctCalls is how many distinct backend calls served the burst's
@@ -69,7 +72,8 @@ type Report struct {
 }
 
 // summarise builds a Burst from its requests' results.
-func summarise(caller string, results []result, d time.Duration) Burst {
+// stream says the results are of StreamHellos calls.
+func summarise(caller string, stream bool, results []result, d time.Duration) Burst {
 	b := Burst{
 		Caller:       caller,
 		Requests:     len(results),
@@ -85,6 +89,9 @@ func summarise(caller string, results []result, d time.Duration) Burst {
 		}
 		if r.caller != caller {
 			b.Mismatched++
+		}
+		if stream && !r.complete {
+			b.Incomplete++
 		}
 		if b.Replies[r.caller] == nil {
 			b.Replies[r.caller] = map[int64]struct{}{}

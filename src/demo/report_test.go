@@ -19,7 +19,7 @@ func TestSummarise_CountsErrorsMismatchesAndDistinctCalls(t *testing.T) {
 		{latency: time.Hour, code: codes.DeadlineExceeded},
 		{latency: time.Hour, code: codes.Unavailable},
 	}
-	b := summarise("alice", results, time.Second)
+	b := summarise("alice", false, results, time.Second)
 	if b.Requests != 6 || b.Errors != 3 || b.ErrorsByCode["Unavailable"] != 2 || b.ErrorsByCode["DeadlineExceeded"] != 1 {
 		t.Errorf("requests=%d errors=%d by code=%v; want 6, 3, Unavailable=2 DeadlineExceeded=1", b.Requests, b.Errors, b.ErrorsByCode)
 	}
@@ -57,7 +57,7 @@ func testReport() *Report {
 	}
 	first := []result{ok("alice", 1, 50*time.Millisecond), ok("alice", 1, 52*time.Millisecond)}
 	second := []result{ok("bob", 2, 51*time.Millisecond), {latency: time.Millisecond, code: codes.Unavailable}}
-	bursts := []Burst{summarise("alice", first, 60*time.Millisecond), summarise("bob", second, 61*time.Millisecond)}
+	bursts := []Burst{summarise("alice", false, first, 60*time.Millisecond), summarise("bob", false, second, 61*time.Millisecond)}
 	latencies := append(okLatencies(first), okLatencies(second)...)
 	return newReport(bursts, 2, 62*time.Millisecond, latencies)
 }

@@ -59,6 +59,9 @@ func verdict(r *demo.Report, minCollapseRatio float64) error {
 		errs = append(errs, fmt.Errorf("%d of %d requests failed", r.Errors, r.Requests))
 	}
 	for i, b := range r.Bursts {
+		if b.Incomplete > 0 {
+			errs = append(errs, fmt.Errorf("burst %d: %d streams lacked replies or mixed two backend calls", i+1, b.Incomplete))
+		}
 		if b.Mismatched > 0 {
 			errs = append(errs, fmt.Errorf("burst %d: %d replies named a caller other than %q", i+1, b.Mismatched, b.Caller))
 		}
