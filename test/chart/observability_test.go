@@ -312,3 +312,24 @@ func TestRender_PrometheusExtraArgsFollowTheChartsFlags(t *testing.T) {
 		t.Errorf("args = %v, want the chart's flags then --web.enable-lifecycle", args)
 	}
 }
+
+func TestRender_PrometheusIngestsCreatedTimestampsUnlessTurnedOff(t *testing.T) {
+	const flag = "--enable-feature=created-timestamp-zero-ingestion"
+	tests := []struct {
+		name string
+		set  []string
+		want bool
+	}{
+		{"by default", nil, true},
+		{"turned off", []string{"prometheus.createdTimestampZeroIngestion=false"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := render(t, "ci/observability-values.yaml", tt.set...).deployments[fullname+"-prometheus"]
+			args := container(t, d.Spec.Template.Spec, "prometheus").Args
+			if slices.Contains(args, flag) != tt.want {
+				t.Errorf("args = %v, want %s: %v", args, flag, tt.want)
+			}
+		})
+	}
+}

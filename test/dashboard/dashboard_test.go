@@ -75,19 +75,32 @@ func loadDashboard(t testing.TB) grafana.Dashboard {
 	return d
 }
 
-// loadPanels returns the dashboard's panels. Rows are not used by this
-// dashboard; an entry that decoded as a row or as nothing (no "type") fails.
+// loadPanels returns the dashboard's panels, rows left out. Every row must
+// be expanded (its panels follow it at the top level): an entry that decoded
+// as neither a panel nor a row (no "type") fails.
 func loadPanels(t testing.TB) []*grafana.Panel {
 	t.Helper()
-	d := loadDashboard(t)
-	panels := make([]*grafana.Panel, 0, len(d.Panels))
-	for i, p := range d.Panels {
-		if p.Panel == nil {
-			t.Fatalf("panels[%d] is not a plain panel (a row, or no type): rows are not supported by these checks", i)
-		}
-		panels = append(panels, p.Panel)
-	}
+	panels, _ := loadLayout(t)
 	return panels
+}
+
+// loadLayout returns the dashboard's panels and rows, each in file order.
+func loadLayout(t testing.TB) ([]*grafana.Panel, []*grafana.RowPanel) {
+	t.Helper()
+	d := loadDashboard(t)
+	var panels []*grafana.Panel
+	var rows []*grafana.RowPanel
+	for i, p := range d.Panels {
+		switch {
+		case p.Panel != nil:
+			panels = append(panels, p.Panel)
+		case p.RowPanel != nil:
+			rows = append(rows, p.RowPanel)
+		default:
+			t.Fatalf("panels[%d] is neither a panel nor a row (no type)", i)
+		}
+	}
+	return panels, rows
 }
 
 // panelName names a panel in failure messages.
@@ -212,8 +225,15 @@ func TestDashboard_TemplateVariablesSelectDatasourceAndMethods(t *testing.T) {
 }
 
 func TestDashboard_PanelIDsAreUnique(t *testing.T) {
+	panels, rows := loadLayout(t)
 	seen := map[uint32]string{}
-	for _, p := range loadPanels(t) {
+	for _, r := range rows {
+		if other, dup := seen[r.Id]; dup {
+			t.Errorf("%s reuses the id of %s", rowName(r), other)
+		}
+		seen[r.Id] = rowName(r)
+	}
+	for _, p := range panels {
 		if p.Id == nil {
 			t.Errorf("%s has no id", panelName(p))
 			continue
@@ -223,6 +243,34 @@ func TestDashboard_PanelIDsAreUnique(t *testing.T) {
 		}
 		seen[*p.Id] = panelName(p)
 	}
+}
+
+func TestDashboard_RowsAreExpandedFullWidthHeadings(t *testing.T) {
+	panels, rows := loadLayout(t)
+	if len(rows) == 0 {
+		t.Fatal("the dashboard has no rows")
+	}
+	top := rows[0].GridPos
+	for _, r := range rows {
+		g := r.GridPos
+		switch {
+		case r.Title == nil || *r.Title == "":
+			t.Errorf("%s has no title", rowName(r))
+		case r.Collapsed || len(r.Panels) > 0:
+			t.Errorf("%s is collapsed or holds panels: keep rows expanded, their panels at the top level", rowName(r))
+		case g == nil || g.H != 1 || g.W != gridColumns || g.X != 0:
+			t.Errorf("%s: gridPos %+v, want a full-width heading (h=1, w=%d, x=0)", rowName(r), g, gridColumns)
+		}
+	}
+	for _, p := range panels {
+		if top != nil && p.GridPos != nil && p.GridPos.Y < top.Y {
+			t.Errorf("%s is above the first row: every panel belongs to a row", panelName(p))
+		}
+	}
+}
+
+func rowName(r *grafana.RowPanel) string {
+	return fmt.Sprintf("row %d %q", r.Id, deref(r.Title))
 }
 
 func TestDashboard_PanelsQueryThroughTheDatasourceVariable(t *testing.T) {
@@ -239,7 +287,12 @@ func TestDashboard_PanelsQueryThroughTheDatasourceVariable(t *testing.T) {
 }
 
 func TestDashboard_PanelsFitTheGridWithoutOverlapping(t *testing.T) {
-	panels := loadPanels(t)
+	panels, rows := loadLayout(t)
+	for _, r := range rows {
+		if r.GridPos != nil {
+			panels = append(panels, &grafana.Panel{Id: &r.Id, Title: r.Title, GridPos: r.GridPos})
+		}
+	}
 	for _, p := range panels {
 		g := p.GridPos
 		switch {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -11,6 +12,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/collapser/collapser/test/panelquery"
 )
 
 // builtinMacros are Grafana's global variables with a representative value
@@ -23,9 +26,6 @@ var builtinMacros = map[string]string{
 	"__range_ms":      "900000",
 	"__range_s":       "900",
 }
-
-// macroPattern matches $name, ${name} and ${name:format}.
-var macroPattern = regexp.MustCompile(`\$(?:\{(\w+)(?::\w+)?\}|(\w+))`)
 
 // labelValuesPattern matches a Prometheus variable query label_values(metric, label).
 var labelValuesPattern = regexp.MustCompile(`^label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)$`)
@@ -40,23 +40,11 @@ func variableValue(name string) string {
 // in expr so that it can be parsed as PromQL. Any other $name is an error: it
 // would reach Prometheus unexpanded.
 func expandMacros(expr string, variables map[string]bool) (string, error) {
-	var unknown []string
-	out := macroPattern.ReplaceAllStringFunc(expr, func(m string) string {
-		sub := macroPattern.FindStringSubmatch(m)
-		name := sub[1] + sub[2]
-		if v, ok := builtinMacros[name]; ok {
-			return v
-		}
-		if variables[name] {
-			return variableValue(name)
-		}
-		unknown = append(unknown, m)
-		return m
-	})
-	if len(unknown) > 0 {
-		return "", fmt.Errorf("unknown variables %v in %q", unknown, expr)
+	values := maps.Clone(builtinMacros)
+	for name := range variables {
+		values[name] = variableValue(name)
 	}
-	return out, nil
+	return panelquery.Interpolate(expr, values)
 }
 
 // query is one PromQL expression of the dashboard and where it is.
@@ -100,16 +88,17 @@ func parseQuery(q query, variables map[string]bool) (parser.Expr, error) {
 	return expr, nil
 }
 
-// vectorSelectors returns the series selectors of expr, in order.
-func vectorSelectors(expr parser.Expr) []*parser.VectorSelector {
-	var selectors []*parser.VectorSelector
+// nodes returns the nodes of type T in expr, in order: its series
+// selectors (*parser.VectorSelector) or function calls (*parser.Call).
+func nodes[T parser.Node](expr parser.Expr) []T {
+	var out []T
 	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok {
-			selectors = append(selectors, vs)
+		if v, ok := n.(T); ok {
+			out = append(out, v)
 		}
 		return nil
 	})
-	return selectors
+	return out
 }
 
 // selectorMetric is the metric name a selector asks for ("" if none).
@@ -143,7 +132,7 @@ func dashboardSelectors(t testing.TB) []metricSelector {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, vs := range vectorSelectors(expr) {
+		for _, vs := range nodes[*parser.VectorSelector](expr) {
 			s := metricSelector{where: q.where, metric: selectorMetric(vs)}
 			for _, m := range vs.LabelMatchers {
 				if m.Name != model.MetricNameLabel {
@@ -194,29 +183,14 @@ func usedMetrics(selectors []metricSelector) []string {
 	return names
 }
 
-func TestExpandMacros(t *testing.T) {
-	variables := map[string]bool{"method": true, "datasource": true}
-	tests := []struct {
-		name, in, want string
-		wantErr        bool
-	}{
-		{name: "rate interval", in: `rate(x[$__rate_interval])`, want: `rate(x[1m])`},
-		{name: "braced interval", in: `rate(x[${__interval}])`, want: `rate(x[15s])`},
-		{name: "variable", in: `x{method=~"$method"}`, want: `x{method=~"var_method"}`},
-		{name: "variable with format", in: `x{method=~"${method:regex}"}`, want: `x{method=~"var_method"}`},
-		{name: "unknown variable", in: `x{method=~"$mehtod"}`, wantErr: true},
-		{name: "unknown macro", in: `rate(x[$__rate_intervall])`, wantErr: true},
+func TestExpandMacros_StandsInForMacrosAndMarksVariables(t *testing.T) {
+	variables := map[string]bool{"method": true}
+	in := `rate(x{method=~"${method:regex}"}[$__rate_interval])`
+	if got, err := expandMacros(in, variables); err != nil || got != `rate(x{method=~"var_method"}[1m])` {
+		t.Errorf("expandMacros(%q) = %q, %v; want the marker and a representative interval", in, got, err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := expandMacros(tt.in, variables)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("expandMacros(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("expandMacros(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
+	if got, err := expandMacros(`x{method=~"$mehtod"}`, variables); err == nil {
+		t.Errorf("expandMacros accepted an unknown variable: %q", got)
 	}
 }
 
@@ -228,7 +202,7 @@ func TestDashboard_EveryQueryParsesAsPromQL(t *testing.T) {
 			t.Error(err)
 			continue
 		}
-		for _, vs := range vectorSelectors(expr) {
+		for _, vs := range nodes[*parser.VectorSelector](expr) {
 			if selectorMetric(vs) == "" {
 				t.Errorf("%s: selector %s names no metric", q.where, vs)
 			}
@@ -253,6 +227,10 @@ func TestDashboard_ShowsEveryMetricOfTheContract(t *testing.T) {
 		"collapser_waiters",
 		"collapser_cache_entries",
 		"collapser_cache_bytes",
+		"collapser_backend_calls_queued",
+		"collapser_method_rule_info",
+		"collapser_policy_reloads_total",
+		"collapser_policy_last_reload_successful",
 		"hello_requests_total",
 	}
 	used := usedMetrics(dashboardSelectors(t))

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/test/panelquery"
 )
 
 const (
@@ -27,9 +28,11 @@ const (
 
 // TestCollapserOnKind installs the chart into a kind cluster and checks,
 // from the hello backend's own counter, that the sidecar collapses bursts,
-// never shares replies across credentials, is the only way to the backend
-// from another namespace, is scraped by Prometheus, passes helm test (whose
-// pod is then deleted) and takes a new TTL on upgrade.
+// that the dashboard, evaluated through Prometheus as Grafana would, shows
+// the burst exactly, that replies are never shared across credentials, that
+// the sidecar is the only way to the backend from another namespace, is
+// scraped by Prometheus, passes helm test (whose pod is then deleted) and
+// takes a new TTL on upgrade.
 func TestCollapserOnKind(t *testing.T) {
 	s := loadSettings(t)
 	ensureCluster(t, s)
@@ -41,10 +44,20 @@ func TestCollapserOnKind(t *testing.T) {
 	opts := helmOptions(s, kubectl, cacheTTL)
 	helm.Install(t, opts, s.chartDir, release)
 	podName := waitForProxyPod(t, kubectl, "")
+	var promAPI string
+	if s.prometheus {
+		promAPI = prometheusAPI(t, kubectl)
+	}
 
+	var burstReport *demo.Report
+	var burstEnd time.Time
 	t.Run("burst of identical calls makes one backend call", func(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
+		if s.prometheus {
+			waitForFirstScrape(t, promAPI)
+		}
 		report := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
+		burstReport, burstEnd = report, time.Now()
 		// Every call that arrives while one backend call runs joins it, and
 		// the cache covers cacheTTL after: a burst shorter than a backend
 		// latency makes one call; a longer one at most one per latency+TTL.
@@ -64,6 +77,16 @@ func TestCollapserOnKind(t *testing.T) {
 			t.Errorf("collapse ratio %.5f, want at least 0.999", report.CollapseRatio)
 		}
 	})
+
+	if s.prometheus {
+		t.Run("the dashboard shows the burst exactly, through the cluster's Prometheus", func(t *testing.T) {
+			if burstReport == nil {
+				t.Fatal("the burst did not run")
+			}
+			target, backend := openTunnels(t, kubectl)
+			checkDashboard(t, s, panelquery.Client{URL: promAPI}, target, backend, burstReport, burstEnd)
+		})
+	}
 
 	t.Run("callers with different credentials never share a reply", func(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
@@ -89,7 +112,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	if s.prometheus {
 		t.Run("prometheus scrapes the sidecar and agrees with the backend", func(t *testing.T) {
-			checkPrometheus(t, kubectl)
+			checkPrometheus(t, kubectl, promAPI)
 		})
 	}
 

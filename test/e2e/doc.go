@@ -2,6 +2,9 @@
 // cluster, load the project's images into it, install the chart with Helm
 // into a namespace that enforces the "restricted" Pod Security Standard,
 // and check what really happened from the hello backend's own counter.
+// With Prometheus, the chart's dashboard is evaluated through it as Grafana
+// would (package panelquery) and compared with the demo's report and that
+// counter.
 //
 // They run only when COLLAPSER_E2E=1 (make e2e sets it), so that go test
 // ./... in this module stays a unit-test run. Settings, all optional:
@@ -11,7 +14,8 @@
 //	KIND_CONFIG          kind config file for a new cluster
 //	E2E_REUSE_CLUSTER=1  use the cluster if it exists and keep it afterwards
 //	E2E_IMAGE_TAG        tag of the project's images (e2e)
-//	E2E_PROMETHEUS=1     install the chart's Prometheus too; its image
+//	E2E_PROMETHEUS=1     install the chart's Prometheus and check it and the
+//	                     dashboard through it; its image
 //	                     (E2E_PROMETHEUS_IMAGE, prom/prometheus:v3.16.0)
 //	                     must be in the local docker
 //	KIND                 the kind binary (kind on PATH)

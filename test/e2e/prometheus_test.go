@@ -18,14 +18,40 @@ import (
 
 const sayHello = "/hello.v1.Greeter/SayHello"
 
-// checkPrometheus asks the in-cluster Prometheus, through a tunnel, whether
-// it scrapes the sidecar and the backend, and waits until its count of the
-// sidecar's backend calls equals the backend's own count, read from its metrics.
-func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions) {
+// prometheusAPI forwards a local port to the release's Prometheus and
+// returns the URL of its HTTP API.
+func prometheusAPI(t *testing.T, kubectl *k8s.KubectlOptions) string {
+	t.Helper()
 	tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release+"-prometheus", 0, 9090)
 	tunnel.ForwardPort(t)
 	t.Cleanup(tunnel.Close)
-	api := "http://" + tunnel.Endpoint()
+	return "http://" + tunnel.Endpoint()
+}
+
+// waitForFirstScrape waits until Prometheus holds the series the burst will
+// raise, at 0: the sidecar's joined requests of SayHello and the backend's
+// own count. The rate panels then see the burst as a rise from a sample
+// before it, as after make deploy a while before make demo.
+func waitForFirstScrape(t *testing.T, api string) {
+	t.Helper()
+	queries := []string{
+		fmt.Sprintf(`collapser_requests_total{method=%q, outcome="joined", code="OK"} == 0`, sayHello),
+		fmt.Sprintf(`hello_requests_total{method=%q} == 0`, sayHello),
+	}
+	retry.DoWithRetry(t, "Prometheus scraped the sidecar's and the backend's series at 0", 24, 5*time.Second, func() (string, error) {
+		for _, q := range queries {
+			if _, err := queryScalar(api, q); err != nil {
+				return "", err
+			}
+		}
+		return "scraped", nil
+	})
+}
+
+// checkPrometheus asks the in-cluster Prometheus whether it scrapes the
+// sidecar and the backend, and waits until its count of the sidecar's
+// backend calls equals the backend's own count, read from its metrics.
+func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions, api string) {
 	_, backend := openTunnels(t, kubectl)
 	truth := backendCount(t, backend)
 

@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/test/panelquery"
+)
+
+// expectation checks what some panels show.
+type expectation struct {
+	panels []string
+	check  func(v view) error
+}
+
+// checkPanels runs the expectations and logs what each panel showed. With
+// every, a panel that no expectation names fails.
+func checkPanels(t *testing.T, d *panelquery.Dashboard, v view, expectations []expectation, every bool) {
+	t.Helper()
+	covered := map[string]bool{}
+	for _, e := range expectations {
+		for _, p := range e.panels {
+			covered[p] = true
+		}
+		if err := e.check(v); err != nil {
+			t.Errorf("%s: %v", strings.Join(e.panels, ", "), err)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "the dashboard at %s (range %v, step %v, $__rate_interval %v):\n", v.at.Format(time.TimeOnly),
+		v.intervals.Range, v.intervals.Step, v.intervals.RateInterval)
+	for _, p := range d.QueryPanels() {
+		if every && !covered[p.Title] {
+			t.Errorf("panel %q: no expectation checks it", p.Title)
+		}
+		for _, target := range p.Targets {
+			fmt.Fprintf(&b, "  %-50s %s %s\n", p.Title, target.RefID, v.describe(p.Title, target.RefID))
+		}
+	}
+	t.Log(b.String())
+}
+
+// burstExpectations are what the dashboard must show after the demo's
+// burst, the first calls the sidecar served: every panel.
+func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []expectation {
+	requests, backend := float64(burst.Requests), float64(burst.BackendCalls)
+	own := source{"the backend's own count", float64(truth)}
+	return []expectation{
+		{[]string{"Requests"}, total("Requests", source{"the demo sent", requests})},
+		{[]string{"Errors"}, total("Errors", source{"the demo's errors", float64(burst.Errors)})},
+		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", source{"the demo's report", backend}, own)},
+		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", source{"the demo's report", backend}, own)},
+		{[]string{"Backend-load reduction"}, func(v view) error {
+			got, err := v.total("Backend-load reduction")
+			if err == nil && math.Abs(got-burst.CollapseRatio) > 1e-9 {
+				err = fmt.Errorf("shows %v, the demo's collapse ratio is %v", got, burst.CollapseRatio)
+			}
+			return err
+		}},
+		{[]string{"p95 backend latency"}, func(v view) error {
+			got, err := v.total("p95 backend latency")
+			if err == nil && !(got > bucket[0] && got <= bucket[1]) {
+				err = fmt.Errorf("shows %vs, outside the histogram bucket (%v, %v] of the backend's %v latency", got, bucket[0], bucket[1], backendLatency)
+			}
+			return err
+		}},
+		// One backend call per leader: every other request joined it or
+		// hit the cache; nothing was stale or passed through.
+		{[]string{"Joined", "Cache hits"}, func(v view) error {
+			joined, err1 := v.total("Joined")
+			hits, err2 := v.total("Cache hits")
+			if err := errors.Join(err1, err2); err != nil {
+				return err
+			}
+			if joined+hits != requests-backend {
+				return fmt.Errorf("%v joined + %v cache hits, want %v requests - %v backend calls", joined, hits, requests, backend)
+			}
+			return nil
+		}},
+		{[]string{"Stale served"}, total("Stale served", source{"the chart's default rule (no stale results)", 0})},
+		{[]string{"Passed through"}, total("Passed through", source{"the demo's calls of a collapsed method", 0})},
+		{[]string{"Requests/s by outcome"}, sawRate("Requests/s by outcome", "A", requests)},
+		{[]string{"Backend calls/s: sidecar vs. backend's own count"}, func(v view) error {
+			const panel = "Backend calls/s: sidecar vs. backend's own count"
+			return errors.Join(sawRate(panel, "A", requests)(v), sawRate(panel, "B", backend)(v), sawRate(panel, "C", backend)(v))
+		}},
+		{[]string{"Collapsed (joined) requests/s"}, func(v view) error {
+			joined, err := v.total("Joined")
+			if err != nil {
+				return err
+			}
+			return sawRate("Collapsed (joined) requests/s", "A", joined)(v)
+		}},
+		{[]string{"Cache hits and stale serves/s"}, hasSeries("Cache hits and stale serves/s", "A")},
+		{[]string{"Backend-load reduction %"}, func(v view) error {
+			peak, err := v.peak("Backend-load reduction %", "A")
+			if err == nil && peak < burst.CollapseRatio-1e-9 {
+				err = fmt.Errorf("peaks at %v, below the demo's collapse ratio %v", peak, burst.CollapseRatio)
+			}
+			return err
+		}},
+		{[]string{"Backend call latency"}, func(v view) error {
+			var errs []error
+			for _, ref := range []string{"A", "B", "C"} {
+				peak, err := v.peak("Backend call latency", ref)
+				if err == nil && !(peak > bucket[0] && peak <= bucket[1]) {
+					err = fmt.Errorf("%s peaks at %vs, outside the bucket (%v, %v] of the backend's %v latency", ref, peak, bucket[0], bucket[1], backendLatency)
+				}
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		}},
+		{[]string{"Errors/s (code != OK)"}, func(v view) error {
+			for _, ref := range []string{"A", "B"} {
+				if n := len(v.results[viewKey("Errors/s (code != OK)", ref)]); n != 0 {
+					return fmt.Errorf("%s has %d series, want none: no call failed", ref, n)
+				}
+			}
+			return nil
+		}},
+		{[]string{"In-flight keys", "Waiters", "Cache entries & bytes"}, func(v view) error {
+			return errors.Join(hasSeries("In-flight keys", "A")(v), hasSeries("Waiters", "A")(v),
+				hasSeries("Cache entries & bytes", "A")(v), hasSeries("Cache entries & bytes", "B")(v))
+		}},
+		{[]string{"Queued backend calls"}, func(v view) error {
+			peak, err := v.peak("Queued backend calls", "A")
+			if err == nil && peak != 0 {
+				err = fmt.Errorf("peaks at %v, want 0: one backend call never waits for a slot", peak)
+			}
+			return err
+		}},
+		{[]string{"Method rules"}, func(v view) error {
+			for _, s := range v.results[viewKey("Method rules", "A")] {
+				if s.Labels["method"] == sayHello {
+					if s.Labels["action"] != "collapse" || lastValue(s) != 1 {
+						return fmt.Errorf("%s: %v on %v sidecars, want collapse on 1", sayHello, s.Labels, lastValue(s))
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no row for %s in %v", sayHello, v.results[viewKey("Method rules", "A")])
+		}},
+		{[]string{"Policy file"}, total("Policy file", source{"a sidecar without a policy file", 1})},
+		{[]string{"Policy reloads"}, func(v view) error {
+			series := v.results[viewKey("Policy reloads", "A")]
+			var results []string
+			for _, s := range series {
+				results = append(results, s.Labels["result"])
+				if lastValue(s) != 0 {
+					return fmt.Errorf("%v reloads %s, want 0: there is no policy file", lastValue(s), s.Labels["result"])
+				}
+			}
+			slices.Sort(results)
+			if !slices.Equal(results, []string{"failure", "success"}) {
+				return fmt.Errorf("results %v, want failure and success", results)
+			}
+			return nil
+		}},
+	}
+}
+
+// errorExpectations are what the dashboard must show after the burst and
+// then the failing calls.
+func errorExpectations(burst, failing *demo.Report, truth int64) []expectation {
+	reports := source{"the demo's reports", float64(burst.BackendCalls + failing.BackendCalls)}
+	own := source{"the backend's own count", float64(truth)}
+	return []expectation{
+		{[]string{"Requests"}, total("Requests", source{"the demo sent", float64(burst.Requests + failing.Requests)})},
+		{[]string{"Errors"}, total("Errors", source{"the demo's errors", float64(failing.Errors)})},
+		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", reports, own)},
+		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", reports, own)},
+		{[]string{"Errors/s (code != OK)"}, sawRate("Errors/s (code != OK)", "A", float64(failing.Errors))},
+	}
+}
+
+// source is a count the dashboard must agree with, and where it comes from.
+type source struct {
+	name  string
+	value float64
+}
+
+// total expects a stat panel to show what every source says.
+func total(panel string, sources ...source) func(view) error {
+	return func(v view) error {
+		got, err := v.total(panel)
+		if err != nil {
+			return err
+		}
+		var says []string
+		agree := true
+		for _, s := range sources {
+			says = append(says, fmt.Sprintf("%s %v", s.name, s.value))
+			agree = agree && got == s.value
+		}
+		if !agree {
+			return fmt.Errorf("shows %v; %s", got, strings.Join(says, ", "))
+		}
+		return nil
+	}
+}
+
+// sawRate expects a rate panel's query, its series summed, to peak at
+// count / $__rate_interval at least: one of its windows holds the scrape
+// before the burst and the one after, and rate() only extrapolates upward.
+func sawRate(panel, refID string, count float64) func(view) error {
+	return func(v view) error {
+		peak, err := v.peak(panel, refID)
+		if err != nil {
+			return err
+		}
+		floor := count / v.queries[viewKey(panel, refID)].RateInterval.Seconds()
+		if count == 0 || peak < floor {
+			return fmt.Errorf("%s peaks at %.3f/s, want at least %v / %v = %.3f/s", refID, peak, count, v.queries[viewKey(panel, refID)].RateInterval, floor)
+		}
+		return nil
+	}
+}
+
+// hasSeries expects a panel's query to return data.
+func hasSeries(panel, refID string) func(view) error {
+	return func(v view) error {
+		if len(v.results[viewKey(panel, refID)]) == 0 {
+			return fmt.Errorf("%s: no data", refID)
+		}
+		return nil
+	}
+}
