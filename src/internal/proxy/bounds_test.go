@@ -124,7 +124,7 @@ func TestRequests_CallersWhoseDeadlinePassedAreCountedDeadlineExceeded(t *testin
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			if r := sayHello(ctx, s.client, "slow", ""); status.Code(r.err) != codes.DeadlineExceeded {
 				t.Errorf("caller got %v, want DEADLINE_EXCEEDED", r.err)
