@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +111,28 @@ func (c *rawConn) tryOpen(t *testing.T, method string, extra ...hpack.HeaderFiel
 	return nil
 }
 
+// rssKiB returns the process's resident memory (VmRSS) in KiB: the
+// sidecar's, the backend's and the test clients' together, an upper bound
+// of the sidecar's own.
+func rssKiB(t *testing.T) int64 {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
 // maxFrame is HTTP/2's default (and smallest) maximum frame size.
 const maxFrame = 16 << 10
 
@@ -135,7 +160,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			sc := startSidecar(t, startBackend(t, &countingBackend{}), func(c *config.Sidecar) { c.UnaryMethods = []string{sayHello} })
 			okCall(t, sc.addr)
-			goroutines, heap := runtime.NumGoroutine(), heapInUse()
+			goroutines, heap, rss := runtime.NumGoroutine(), heapInUse(), rssKiB(t)
 			c := dialRaw(t, sc.addr)
 			for range opened {
 				c.open(t, method)
@@ -145,7 +170,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // let any stream beyond the limit show up, were it accepted
 			grown, heapGrown := runtime.NumGoroutine()-goroutines, heapInUse()-heap
 			bound := int(3*held) + 50
-			t.Logf("%d streams opened: %d goroutines more (bound %d), heap +%d KiB", opened, grown, bound, heapGrown>>10)
+			t.Logf("%d streams opened: %d goroutines more (bound %d), heap +%d KiB, process RSS +%d KiB", opened, grown, bound, heapGrown>>10, rssKiB(t)-rss)
 			// A held stream costs its handler's goroutine and one more: the
 			// wait for its request, or, passed through, the caller→backend
 			// copy and grpc-go's watcher of the backend stream.
@@ -264,7 +289,7 @@ func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
 	okCall(t, sc.addr)
-	heap := heapInUse()
+	heap, rss := heapInUse(), rssKiB(t)
 	for _, size := range []int{payload, payload / 4} { // keys too large to keep; keys of which four fit
 		for i := range requests / 2 {
 			name := fmt.Sprintf("%d-%s", i, strings.Repeat("k", size))
@@ -275,8 +300,9 @@ func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	}
 	st := sc.proxy.Stats()
 	grown := int64(heapInUse()) - int64(heap)
-	t.Logf("%d distinct requests of up to 1 MiB, cache limit 1 MiB: cache counts %d KiB in %d entries; heap +%d KiB",
-		requests, st.Bytes>>10, st.Entries, grown>>10)
+	debug.FreeOSMemory() // what the heap no longer uses goes back, as the runtime's scavenger does in time
+	t.Logf("%d distinct requests of up to 1 MiB, cache limit 1 MiB: cache counts %d KiB in %d entries; heap +%d KiB, process RSS +%d KiB",
+		requests, st.Bytes>>10, st.Entries, grown>>10, rssKiB(t)-rss)
 	if st.Bytes > limit || st.Entries == 0 {
 		t.Errorf("cache holds %d bytes in %d entries, want some, within %d", st.Bytes, st.Entries, limit)
 	}
