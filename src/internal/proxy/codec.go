@@ -11,9 +11,23 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// frame is one gRPC message as the bytes on the wire, never decoded.
+// frame is one gRPC message as the bytes on the wire, never decoded, copied
+// out of grpc-go's buffers: it may be shared and kept (collapsed answers,
+// records of streams).
 type frame struct {
 	payload []byte
+}
+
+// passFrame is a message passed straight through: it holds grpc-go's own
+// buffers from the receive to the send, which frees them, with no copy.
+type passFrame struct {
+	data mem.BufferSlice
+}
+
+// free gives back the buffers of a frame that will not be sent.
+func (f *passFrame) free() {
+	f.data.Free()
+	f.data = nil
 }
 
 // codec moves *frame values as raw bytes and hands every other value (a
@@ -42,18 +56,30 @@ func newCodec() (*codec, error) {
 const codecName = "proto"
 
 // Marshal returns a frame's bytes without copying; grpc-go only reads them.
+// A passFrame's buffers go to grpc-go, which frees them once written.
 func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
-	if f, ok := v.(*frame); ok {
+	switch f := v.(type) {
+	case *frame:
 		return mem.BufferSlice{mem.SliceBuffer(f.payload)}, nil
+	case *passFrame:
+		data := f.data
+		f.data = nil
+		return data, nil
 	}
 	return c.proto.Marshal(v)
 }
 
 // Unmarshal copies the received bytes into a frame: grpc-go frees data once
-// Unmarshal returns, and a frame may outlive the call (it is shared and cached).
+// Unmarshal returns, and a frame may outlive the call (it is shared and
+// cached). A passFrame takes a reference to data instead, until it is sent.
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if f, ok := v.(*frame); ok {
+	switch f := v.(type) {
+	case *frame:
 		f.payload = data.Materialize()
+		return nil
+	case *passFrame:
+		data.Ref()
+		f.data = data
 		return nil
 	}
 	return c.proto.Unmarshal(data, v)

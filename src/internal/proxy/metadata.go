@@ -35,12 +35,28 @@ var transportHeaders = map[string]bool{
 func forwardable(md metadata.MD) metadata.MD {
 	out := make(metadata.MD, len(md))
 	for k, v := range md {
-		if strings.HasPrefix(k, ":") || transportHeaders[k] || peerHeaders[k] {
+		if hopOnly(k) {
 			continue
 		}
 		out[k] = v
 	}
 	return out
+}
+
+// strip is forwardable for metadata the proxy owns (a copy grpc-go made for
+// it): it deletes in md itself and returns it, without allocating.
+func strip(md metadata.MD) metadata.MD {
+	for k := range md {
+		if hopOnly(k) {
+			delete(md, k)
+		}
+	}
+	return md
+}
+
+// hopOnly reports whether header k describes one hop and is not forwarded.
+func hopOnly(k string) bool {
+	return strings.HasPrefix(k, ":") || transportHeaders[k] || peerHeaders[k]
 }
 
 // peerHeaders are the headers peers add (peers.Headers).

@@ -24,12 +24,13 @@ var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 // to take one request message is held to it, as grpc-go holds it.
 func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
 	md := incoming(ss.Context())
-	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
+	opts := p.callOptions(contentSubtype(md), authority(md))
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), strip(md)))
 	defer cancel()
 
 	oneRequest := rule.Kind == methodkind.Unary || rule.Kind == methodkind.ServerStreaming
 	start := time.Now()
-	err := p.forward(ctx, cancel, ss, method, p.callOptions(contentSubtype(md), authority(md)), oneRequest)
+	err := p.forward(ctx, cancel, ss, method, opts, oneRequest)
 	code := callerCode(ss.Context(), err)
 	p.observer.ObserveBackendCall(method, code, time.Since(start))
 	if by == fromPeer {
@@ -83,7 +84,7 @@ func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.
 // violation.
 func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream, oneRequest bool) error {
 	for sent := 0; ; sent++ {
-		var f frame
+		var f passFrame
 		if err := ss.RecvMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {
 				if oneRequest && sent == 0 {
@@ -97,6 +98,7 @@ func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream, oneRequest bool
 			return fmt.Errorf("proxy caller→backend: receive from caller: %w", err)
 		}
 		if oneRequest && sent == 1 {
+			f.free()
 			return errManyRequests
 		}
 		if err := cs.SendMsg(&f); err != nil {
@@ -119,14 +121,14 @@ func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream) error {
 		return fmt.Errorf("proxy backend→caller: receive header from backend: %w", err)
 	}
 	if header != nil {
-		if err := ss.SendHeader(forwardable(header)); err != nil {
+		if err := ss.SendHeader(strip(header)); err != nil {
 			return fmt.Errorf("proxy backend→caller: send header to caller: %w", err)
 		}
 	}
 	for {
-		var f frame
+		var f passFrame
 		if err := cs.RecvMsg(&f); err != nil {
-			ss.SetTrailer(forwardable(cs.Trailer()))
+			ss.SetTrailer(strip(cs.Trailer()))
 			if errors.Is(err, io.EOF) {
 				return nil
 			}

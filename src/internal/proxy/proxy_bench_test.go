@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 // The benchmarks call SayHello over real loopback gRPC with a backend that
@@ -54,6 +56,17 @@ func BenchmarkProxiedMissForwarded(b *testing.B) {
 	}
 	if len(s.observed.peerCalls) != b.N+1 {
 		b.Fatalf("forwarded calls = %d, want %d", len(s.observed.peerCalls), b.N+1)
+	}
+}
+
+// BenchmarkPassthrough is a unary call the policy passes through (collapse
+// none), distinct every time: the path of every call that is not collapsed.
+func BenchmarkPassthrough(b *testing.B) {
+	backend := startBackend(b, nil)
+	s := startSidecar(b, backend.addr, sidecarConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}})
+	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("pass-", i) })
+	if got := backend.sayHello.Load(); got != int64(b.N)+1 {
+		b.Fatalf("backend calls = %d, want %d: every call passes through", got, b.N+1)
 	}
 }
 
