@@ -126,8 +126,10 @@ func TestPeers_BurstOverThreeReplicasMakesOneBackendCall(t *testing.T) {
 }
 
 func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
-	const keys, rounds = 30, 20
-	rs := startReplicas(t, 3, true, func() *countingBackend { return &countingBackend{latency: 20 * time.Millisecond} })
+	// Each call takes 100 ms: at any moment about 20 calls wait on the
+	// replica that is killed, so some are cut off in flight.
+	const keys, rounds = 30, 5
+	rs := startReplicas(t, 3, true, func() *countingBackend { return &countingBackend{latency: 100 * time.Millisecond} })
 	survivors := rs[:2]
 	ctx := testkit.Context(t)
 	var wg sync.WaitGroup
@@ -148,7 +150,7 @@ func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
 		}
 	}
 	close(start)
-	time.Sleep(100 * time.Millisecond) // mid-burst: rounds run for about 20 × 20 ms
+	time.Sleep(250 * time.Millisecond) // mid-burst: the rounds run for about 5 × 100 ms
 	killed := rs[2].sidecar
 	killed.peer.Stop() // abrupt: calls in flight on it fail
 	killed.server.Stop()

@@ -18,7 +18,9 @@ import (
 // how the sidecar answers once they have.
 
 func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneRefresh(t *testing.T) {
-	const latency, ttl, callers = time.Second, 100 * time.Millisecond, 1000
+	// The refresh takes longer than the callers' burst can, even on a loaded
+	// machine: every one of them must get the stale result.
+	const latency, ttl, callers = 3 * time.Second, 100 * time.Millisecond, 1000
 	backend := &countingBackend{latency: latency}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
 		c.CacheTTL = ttl
