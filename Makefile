@@ -7,6 +7,7 @@
 #   make generate                    # regenerate src/api after editing a .proto
 #   make bench BENCH=Group BENCHTIME=2s
 #   make load                        # load benchmarks through the whole sidecar
+#   make bench-peers                 # collapser vs direct, nginx grpc_pass and a plain Go proxy
 #   make e2e                         # kind cluster + chart + Terratest (see scripts/e2e.sh)
 #   make help                        # every target, grouped
 #
@@ -33,6 +34,8 @@ export KUBE_SCHEMA_VERSION := v1.34.4
 export PROMETHEUS_OPERATOR_VERSION := v0.85.0
 # The Prometheus module built into the chart's Prometheus image where none can be pulled.
 export PROMETHEUS_MODULE_VERSION := v0.316.0
+# The gRPC load tester of make bench-peers.
+export GHZ_VERSION := v0.120.0
 
 # The kind cluster of make cluster/deploy/demo/grafana.
 KIND_CLUSTER ?= collapser
@@ -77,6 +80,9 @@ bench: ## Run engine and proxy benchmarks once (BENCH=regexp, BENCHTIME=1s).
 
 load: ## Run the load benchmarks once (RACE=-race to add the detector): steady load vs latency+TTL, heap over 100,000 requests.
 	$(GO) test $(RACE) -run='^$$' -bench='^BenchmarkLoad' -benchtime=1x -count=1 ./src/internal/sidecar/
+
+bench-peers: build ## Compare collapser with direct, nginx grpc_pass and a plain Go proxy (BENCH_OUT, BENCH_ROUNDS; not in CI).
+	./scripts/bench-peers.sh
 
 fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).
 	$(GO) test -run='^$$' -fuzz='^FuzzKeyInjective$$' -fuzztime=$(FUZZTIME) ./src/internal/requestkey/
@@ -153,4 +159,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load fuzz lint fmt generate verify-generated dashboards verify-dashboards images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo

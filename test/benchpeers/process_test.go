@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// defaultTestTimeout bounds every wait of a test.
+const defaultTestTimeout = 10 * time.Second
+
+func TestProcessStop_EndsTheWholeGroup(t *testing.T) {
+	// The shell leaves behind a child that ignores SIGTERM, as nginx's
+	// master may leave workers.
+	p, err := startProcess(t.TempDir(), "sh", "", nil, "sh", "-c", `(trap "" TERM; sleep 60) & wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the child has started", func() bool { return groupSize(t, p.pid()) == 2 })
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the group is gone", func() bool {
+		return errors.Is(syscall.Kill(-p.pid(), 0), syscall.ESRCH) || groupSize(t, p.pid()) == 0
+	})
+}
+
+func TestProcessStop_ReportsAProcessThatExitedByItself(t *testing.T) {
+	p, err := startProcess(t.TempDir(), "false", "", nil, "false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if err := p.stop(); err == nil {
+		t.Error("stop of a process that had failed reported no error")
+	}
+}
+
+// groupSize returns how many live (not zombie) processes are in group pgid.
+func groupSize(t *testing.T, pgid int) int {
+	t.Helper()
+	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if st, err := parseStat(b); err == nil && st.pgrp == pgid && !isZombie(b) {
+			n++
+		}
+	}
+	return n
+}
+
+// isZombie reports whether a /proc/<pid>/stat line is of a zombie.
+func isZombie(stat []byte) bool {
+	for i := len(stat) - 1; i >= 0; i-- {
+		if stat[i] == ')' {
+			return i+2 < len(stat) && stat[i+2] == 'Z'
+		}
+	}
+	return false
+}
+
+// waitUntil polls cond every 10 ms for up to defaultTestTimeout.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(defaultTestTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
