@@ -2,7 +2,10 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,7 +32,16 @@ const (
 	// concurrentCalls identical SayHello calls are sent at once so that the
 	// sidecar collapses them.
 	concurrentCalls = 8
+	// streamMessages is how many replies the test's StreamHellos call reads.
+	streamMessages = 3
 )
+
+// replayPolicy is the sidecar's policy file: StreamHellos replayed, so that
+// the stream series exist.
+const replayPolicy = `methods:
+  - name: /hello.v1.Greeter/StreamHellos
+    stream: replay
+`
 
 func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 	if testing.Short() {
@@ -37,16 +49,24 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 	}
 	bin := buildBinaries(t)
 	helloAddr, helloMetrics := freeAddr(t), freeAddr(t)
-	sidecarAddr, sidecarMetrics := freeAddr(t), freeAddr(t)
+	sidecarAddr, sidecarMetrics, peerAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(replayPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	startProcess(t, filepath.Join(bin, "hello-backend"),
 		"--listen", helloAddr, "--metrics-listen", helloMetrics, "--latency", "50ms")
+	// The sidecar is its own only peer: it forwards every collapsed call to
+	// itself as the key's owner, so the peer series exist; the policy
+	// replays StreamHellos, so the stream series do.
 	startProcess(t, filepath.Join(bin, "collapser"),
 		"--listen", sidecarAddr, "--backend", helloAddr, "--metrics-listen", sidecarMetrics,
-		"--unary-methods", sayHelloMethod)
+		"--unary-methods", sayHelloMethod,
+		"--peers", peerAddr, "--peer-listen", peerAddr, "--policy-file", policyFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
 	defer cancel()
-	sayHellos(ctx, t, sidecarAddr)
+	callThroughSidecar(ctx, t, sidecarAddr)
 
 	selectors := dashboardSelectors(t)
 	want := usedMetrics(selectors)
@@ -129,9 +149,11 @@ func isMethodFilter(m *labels.Matcher) bool {
 	return m.Name == "method" && m.Type == labels.MatchRegexp && m.Value == variableValue(methodVariable)
 }
 
-// sayHellos sends concurrentCalls identical SayHello calls through the sidecar
-// at addr, waiting for it to be ready, so every labelled series exists.
-func sayHellos(ctx context.Context, t *testing.T, addr string) {
+// callThroughSidecar sends concurrentCalls identical SayHello calls (their
+// leader's call forwarded to the owner, the sidecar itself) and one
+// replayed StreamHellos call through the sidecar at addr, waiting for it to
+// be ready, so every labelled series exists.
+func callThroughSidecar(ctx context.Context, t *testing.T, addr string) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -148,6 +170,26 @@ func sayHellos(ctx context.Context, t *testing.T, addr string) {
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatalf("SayHello through the sidecar: %v", err)
+	}
+	if n, err := streamHellos(ctx, client); err != nil || n != streamMessages {
+		t.Fatalf("StreamHellos through the sidecar: %d of %d replies, %v", n, streamMessages, err)
+	}
+}
+
+// streamHellos reads one StreamHellos call of streamMessages replies to its
+// end and returns how many replies came.
+func streamHellos(ctx context.Context, client hellov1.GreeterClient) (int, error) {
+	stream, err := client.StreamHellos(ctx, &hellov1.HelloRequest{Name: "dashboard", Count: streamMessages}, grpc.WaitForReady(true))
+	if err != nil {
+		return 0, err
+	}
+	for n := 0; ; n++ {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
 	}
 }
 

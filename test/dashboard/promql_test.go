@@ -231,6 +231,14 @@ func TestDashboard_ShowsEveryMetricOfTheContract(t *testing.T) {
 		"collapser_method_rule_info",
 		"collapser_policy_reloads_total",
 		"collapser_policy_last_reload_successful",
+		"collapser_peer_calls_total",
+		"collapser_peer_fallbacks_total",
+		"collapser_peer_requests_total",
+		"collapser_stream_requests_total",
+		"collapser_streams_live",
+		"collapser_streams_held",
+		"collapser_stream_readers",
+		"collapser_stream_recorded_bytes",
 		"hello_requests_total",
 	}
 	used := usedMetrics(dashboardSelectors(t))

@@ -154,8 +154,9 @@ func TestCollapserOnKind(t *testing.T) {
 }
 
 // helmOptions installs the project's images (never pulled), a slow backend,
-// the given TTL and, when enabled, Prometheus; Grafana stays off (no image
-// here; its manifests are covered by the render tests).
+// the given TTL, a policy that replays StreamHellos and keeps its ended
+// streams for streamHeld, and, when enabled, Prometheus; Grafana stays off
+// (no image here; its manifests are covered by the render tests).
 func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *helm.Options {
 	promRepo, promTag, _ := strings.Cut(s.prometheusImage, ":")
 	values := map[string]string{
@@ -172,6 +173,11 @@ func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *he
 		"collapser.config.cacheTTL":  ttl.String(),
 		"grafana.enabled":            "false",
 		"prometheus.enabled":         "false",
+
+		// The policy file's one rule; every other method keeps the flags' rule.
+		"collapser.policy.methods[0].name":     streamHellos,
+		"collapser.policy.methods[0].stream":   "replay",
+		"collapser.policy.methods[0].cacheTTL": streamHeld.String(),
 	}
 	if s.prometheus {
 		values["prometheus.enabled"] = "true"

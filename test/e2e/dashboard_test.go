@@ -32,7 +32,9 @@ const (
 // burst: its totals must equal the demo's report and the backend's own
 // count, and its rate panels must have seen the burst. Then a burst of
 // failing calls, whose series are born between two scrapes, must be
-// counted from 0 as well.
+// counted from 0 as well. Last, identical StreamHellos calls share one
+// backend stream and later ones replay it: the Streams row and the totals
+// must show them.
 func checkDashboard(t *testing.T, s settings, prom panelquery.Client, target, backendMetrics string, burst *demo.Report, burstEnd time.Time) {
 	d, err := panelquery.Load(filepath.Join(s.chartDir, "dashboards", "collapser.json"))
 	if err != nil {
@@ -58,6 +60,11 @@ func checkDashboard(t *testing.T, s settings, prom panelquery.Client, target, ba
 	v = openDashboard(t, prom, d, scrape, failingEnd)
 	checkPanels(t, d, v, errorExpectations(burst, failing, truth), false)
 	checkCreatedTimestampZeros(t, prom, v)
+
+	streams := runStreams(t, target, backendMetrics)
+	streamsEnd := time.Now()
+	v = openDashboard(t, prom, d, scrape, streamsEnd)
+	checkPanels(t, d, v, streamExpectations(burst, failing, streams, truth), false)
 }
 
 // checkCreatedTimestampZeros proves that Prometheus stored a 0 at the

@@ -51,7 +51,8 @@ func checkPanels(t *testing.T, d *panelquery.Dashboard, v view, expectations []e
 func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []expectation {
 	requests, backend := float64(burst.Requests), float64(burst.BackendCalls)
 	own := source{"the backend's own count", float64(truth)}
-	return []expectation{
+	rows := append(onePodExpectations(burst, truth), idleStreamExpectations()...)
+	return append(rows, []expectation{
 		{[]string{"Requests"}, total("Requests", source{"the demo sent", requests})},
 		{[]string{"Errors"}, total("Errors", source{"the demo's errors", float64(burst.Errors)})},
 		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", source{"the demo's report", backend}, own)},
@@ -116,14 +117,7 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 			}
 			return errors.Join(errs...)
 		}},
-		{[]string{"Errors/s (code != OK)"}, func(v view) error {
-			for _, ref := range []string{"A", "B"} {
-				if n := len(v.results[viewKey("Errors/s (code != OK)", ref)]); n != 0 {
-					return fmt.Errorf("%s has %d series, want none: no call failed", ref, n)
-				}
-			}
-			return nil
-		}},
+		{[]string{"Errors/s (code != OK)"}, noSeries("Errors/s (code != OK)", "A", "B", "C")},
 		{[]string{"In-flight keys", "Waiters", "Cache entries & bytes"}, func(v view) error {
 			return errors.Join(hasSeries("In-flight keys", "A")(v), hasSeries("Waiters", "A")(v),
 				hasSeries("Cache entries & bytes", "A")(v), hasSeries("Cache entries & bytes", "B")(v))
@@ -136,24 +130,28 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 			return err
 		}},
 		{[]string{"Method rules"}, func(v view) error {
+			want := map[string]string{sayHello: "collapse", streamHellos: "replay"}
 			for _, s := range v.results[viewKey("Method rules", "A")] {
-				if s.Labels["method"] == sayHello {
-					if s.Labels["action"] != "collapse" || lastValue(s) != 1 {
-						return fmt.Errorf("%s: %v on %v sidecars, want collapse on 1", sayHello, s.Labels, lastValue(s))
+				if action, ok := want[s.Labels["method"]]; ok {
+					if s.Labels["action"] != action || lastValue(s) != 1 {
+						return fmt.Errorf("%s: %v on %v sidecars, want %s on 1", s.Labels["method"], s.Labels, lastValue(s), action)
 					}
-					return nil
+					delete(want, s.Labels["method"])
 				}
 			}
-			return fmt.Errorf("no row for %s in %v", sayHello, v.results[viewKey("Method rules", "A")])
+			if len(want) != 0 {
+				return fmt.Errorf("no row for %v in %v", want, v.results[viewKey("Method rules", "A")])
+			}
+			return nil
 		}},
-		{[]string{"Policy file"}, total("Policy file", source{"a sidecar without a policy file", 1})},
+		{[]string{"Policy file"}, total("Policy file", source{"a sidecar that started on its policy file", 1})},
 		{[]string{"Policy reloads"}, func(v view) error {
 			series := v.results[viewKey("Policy reloads", "A")]
 			var results []string
 			for _, s := range series {
 				results = append(results, s.Labels["result"])
 				if lastValue(s) != 0 {
-					return fmt.Errorf("%v reloads %s, want 0: there is no policy file", lastValue(s), s.Labels["result"])
+					return fmt.Errorf("%v reloads %s, want 0: the policy file never changed", lastValue(s), s.Labels["result"])
 				}
 			}
 			slices.Sort(results)
@@ -162,7 +160,7 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 			}
 			return nil
 		}},
-	}
+	}...)
 }
 
 // errorExpectations are what the dashboard must show after the burst and
@@ -176,58 +174,5 @@ func errorExpectations(burst, failing *demo.Report, truth int64) []expectation {
 		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", reports, own)},
 		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", reports, own)},
 		{[]string{"Errors/s (code != OK)"}, sawRate("Errors/s (code != OK)", "A", float64(failing.Errors))},
-	}
-}
-
-// source is a count the dashboard must agree with, and where it comes from.
-type source struct {
-	name  string
-	value float64
-}
-
-// total expects a stat panel to show what every source says.
-func total(panel string, sources ...source) func(view) error {
-	return func(v view) error {
-		got, err := v.total(panel)
-		if err != nil {
-			return err
-		}
-		var says []string
-		agree := true
-		for _, s := range sources {
-			says = append(says, fmt.Sprintf("%s %v", s.name, s.value))
-			agree = agree && got == s.value
-		}
-		if !agree {
-			return fmt.Errorf("shows %v; %s", got, strings.Join(says, ", "))
-		}
-		return nil
-	}
-}
-
-// sawRate expects a rate panel's query, its series summed, to peak at
-// count / $__rate_interval at least: one of its windows holds the scrape
-// before the burst and the one after, and rate() only extrapolates upward.
-func sawRate(panel, refID string, count float64) func(view) error {
-	return func(v view) error {
-		peak, err := v.peak(panel, refID)
-		if err != nil {
-			return err
-		}
-		floor := count / v.queries[viewKey(panel, refID)].RateInterval.Seconds()
-		if count == 0 || peak < floor {
-			return fmt.Errorf("%s peaks at %.3f/s, want at least %v / %v = %.3f/s", refID, peak, count, v.queries[viewKey(panel, refID)].RateInterval, floor)
-		}
-		return nil
-	}
-}
-
-// hasSeries expects a panel's query to return data.
-func hasSeries(panel, refID string) func(view) error {
-	return func(v view) error {
-		if len(v.results[viewKey(panel, refID)]) == 0 {
-			return fmt.Errorf("%s: no data", refID)
-		}
-		return nil
 	}
 }

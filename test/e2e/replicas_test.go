@@ -12,12 +12,14 @@ import (
 	"github.com/gruntwork-io/terratest/modules/k8s"
 	"github.com/gruntwork-io/terratest/modules/random"
 	"github.com/gruntwork-io/terratest/modules/retry"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/test/panelquery"
 )
 
 const (
@@ -46,18 +48,22 @@ type demoReport struct {
 // checkReplicas installs the chart with three pods (peers on, as the chart
 // decides for more than one) in a namespace of its own and checks, from the
 // hello backends' own counts summed over the pods, that a burst spread over
-// every pod makes one backend call, three with peers off; that deleting a
-// pod during a burst loses no caller; and that a fourth pod owns keys
-// within the documented bound.
+// every pod makes one backend call, and, with Prometheus, that the
+// dashboard's Replicas row shows it; three backend calls with peers off;
+// that deleting a pod during a burst loses no caller; and that a fourth pod
+// owns keys within the documented bound.
 func checkReplicas(t *testing.T, s settings) {
 	kubectl := restrictedNamespace(t, s, "collapser-replicas-"+strings.ToLower(random.UniqueId()))
 	opts := helmOptions(s, kubectl, cacheTTL)
-	opts.SetValues["prometheus.enabled"] = "false"
 	opts.SetValues["replicaCount"] = fmt.Sprint(replicas)
 	opts.SetValues["tests.enabled"] = "false"
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
 	waitForEndpoints(t, kubectl, replicas)
+	var promAPI string
+	if s.prometheus {
+		promAPI = prometheusAPI(t, kubectl)
+	}
 
 	host := release + "." + kubectl.Namespace + ".svc"
 	counts := "--backend-metrics=http://" + release + "-pods." + kubectl.Namespace + ".svc:2113/metrics"
@@ -86,10 +92,17 @@ func checkReplicas(t *testing.T, s settings) {
 		return r
 	}
 
+	var peered *spreadBurst
 	t.Run("a burst spread over three pods makes one backend call", func(t *testing.T) {
+		if s.prometheus {
+			waitForPodScrapes(t, promAPI, replicas)
+		}
 		before := podRequests(t, kubectl)
 		r := mustBurst(t, "peered")
-		after := podRequests(t, kubectl)
+		end := time.Now()
+		metrics := podMetrics(t, kubectl)
+		peered = &spreadBurst{report: r, end: end, metrics: metrics}
+		after := requestsPerPod(metrics)
 		t.Logf("%d requests (%d errors) over %d pods: %d backend calls in total; per pod: %s", r.Requests, r.Errors, replicas, r.BackendCalls, perPod(before, after))
 		if r.Errors != 0 || r.BackendCalls != 1 {
 			t.Errorf("errors %d, backend calls %d; want 0 and 1", r.Errors, r.BackendCalls)
@@ -100,6 +113,15 @@ func checkReplicas(t *testing.T, s settings) {
 			}
 		}
 	})
+
+	if s.prometheus {
+		t.Run("the dashboard's Replicas row shows the burst over three pods", func(t *testing.T) {
+			if peered == nil {
+				t.Fatal("the burst did not run")
+			}
+			checkReplicasDashboard(t, s, panelquery.Client{URL: promAPI}, *peered)
+		})
+	}
 
 	t.Run("without peers the same burst makes one backend call per pod", func(t *testing.T) {
 		off := *opts
@@ -263,7 +285,22 @@ func waitForEndpoints(t *testing.T, kubectl *k8s.KubectlOptions, n int) {
 // answered (collapser_requests_total, every method and outcome).
 func podRequests(t *testing.T, kubectl *k8s.KubectlOptions) map[string]float64 {
 	t.Helper()
+	return requestsPerPod(podMetrics(t, kubectl))
+}
+
+// requestsPerPod sums each pod's collapser_requests_total.
+func requestsPerPod(metrics map[string]map[string]*dto.MetricFamily) map[string]float64 {
 	counts := map[string]float64{}
+	for pod, families := range metrics {
+		counts[pod] = counterSum(families["collapser_requests_total"], nil)
+	}
+	return counts
+}
+
+// podMetrics returns each proxy pod's sidecar metrics, by pod name.
+func podMetrics(t *testing.T, kubectl *k8s.KubectlOptions) map[string]map[string]*dto.MetricFamily {
+	t.Helper()
+	metrics := map[string]map[string]*dto.MetricFamily{}
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, p := range proxyPods(t, kubectl) {
 		tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, p.Name, 0, 2112)
@@ -280,11 +317,28 @@ func podRequests(t *testing.T, kubectl *k8s.KubectlOptions) map[string]float64 {
 		if err != nil {
 			t.Fatalf("metrics of %s: %v", p.Name, err)
 		}
-		for _, m := range families["collapser_requests_total"].GetMetric() {
-			counts[p.Name] += m.GetCounter().GetValue()
+		metrics[p.Name] = families
+	}
+	return metrics
+}
+
+// counterSum adds up the counters of mf whose labels include match.
+func counterSum(mf *dto.MetricFamily, match map[string]string) float64 {
+	var sum float64
+	for _, m := range mf.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		matches := true
+		for name, value := range match {
+			matches = matches && labels[name] == value
+		}
+		if matches {
+			sum += m.GetCounter().GetValue()
 		}
 	}
-	return counts
+	return sum
 }
 
 // perPod prints what each pod served between two podRequests.

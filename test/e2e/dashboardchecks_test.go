@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/collapser/collapser/test/panelquery"
+)
+
+// source is a count the dashboard must agree with, and where it comes from.
+type source struct {
+	name  string
+	value float64
+}
+
+// total expects a stat panel to show what every source says.
+func total(panel string, sources ...source) func(view) error {
+	return func(v view) error {
+		got, err := v.total(panel)
+		if err != nil {
+			return err
+		}
+		var says []string
+		agree := true
+		for _, s := range sources {
+			says = append(says, fmt.Sprintf("%s %v", s.name, s.value))
+			agree = agree && got == s.value
+		}
+		if !agree {
+			return fmt.Errorf("shows %v; %s", got, strings.Join(says, ", "))
+		}
+		return nil
+	}
+}
+
+// sawRate expects a rate panel's query, its series summed, to peak at
+// count / $__rate_interval at least: one of its windows holds the scrape
+// before the burst and the one after, and rate() only extrapolates upward.
+func sawRate(panel, refID string, count float64) func(view) error {
+	return func(v view) error {
+		peak, err := v.peak(panel, refID)
+		if err != nil {
+			return err
+		}
+		floor := count / v.queries[viewKey(panel, refID)].RateInterval.Seconds()
+		if count == 0 || peak < floor {
+			return fmt.Errorf("%s peaks at %.3f/s, want at least %v / %v = %.3f/s", refID, peak, count, v.queries[viewKey(panel, refID)].RateInterval, floor)
+		}
+		return nil
+	}
+}
+
+// hasSeries expects a panel's query to return data.
+func hasSeries(panel, refID string) func(view) error {
+	return func(v view) error {
+		if len(v.results[viewKey(panel, refID)]) == 0 {
+			return fmt.Errorf("%s: no data", refID)
+		}
+		return nil
+	}
+}
+
+// outcomes expects a stat panel of one value per outcome to show exactly
+// these outcomes and values.
+func outcomes(panel string, want map[string]float64) func(view) error {
+	return func(v view) error {
+		got := map[string]float64{}
+		for _, s := range v.results[viewKey(panel, "A")] {
+			got[s.Labels["outcome"]] = lastValue(s)
+		}
+		if len(got) != len(want) {
+			return fmt.Errorf("shows %v, want %v", got, want)
+		}
+		for outcome, n := range want {
+			if g, ok := got[outcome]; !ok || g != n {
+				return fmt.Errorf("shows %v, want %v", got, want)
+			}
+		}
+		return nil
+	}
+}
+
+// peakIs expects a time series query, its series summed, to peak at want.
+func peakIs(panel, refID string, want float64) func(view) error {
+	return func(v view) error {
+		peak, err := v.peak(panel, refID)
+		if err == nil && peak != want {
+			err = fmt.Errorf("%s peaks at %v, want %v", refID, peak, want)
+		}
+		return err
+	}
+}
+
+// noSeries expects a panel's queries to return nothing.
+func noSeries(panel string, refIDs ...string) func(view) error {
+	return func(v view) error {
+		var errs []error
+		for _, ref := range refIDs {
+			if series := v.results[viewKey(panel, ref)]; len(series) != 0 {
+				errs = append(errs, fmt.Errorf("%s has %d series, want none: %v", ref, len(series), labelsOf(series)))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// labelsOf lists the series' labels, for failure messages.
+func labelsOf(series []panelquery.Series) []map[string]string {
+	out := make([]map[string]string, 0, len(series))
+	for _, s := range series {
+		out = append(out, s.Labels)
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gruntwork-io/terratest/modules/retry"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/test/panelquery"
+)
+
+// spreadBurst is the replicas test's first burst: the demo client's report,
+// when it ended, and every pod's sidecar metrics after it.
+type spreadBurst struct {
+	report  demoReport
+	end     time.Time
+	metrics map[string]map[string]*dto.MetricFamily
+}
+
+// podTotals are the sidecars' own counts of a spread burst, read from each
+// pod's metrics and summed over the pods.
+type podTotals struct {
+	requests, leaders, forwarded, fallbacks, servedForPeers float64
+	// led is how many pods had callers that led a shared call.
+	led int
+}
+
+func (b spreadBurst) totals() podTotals {
+	var p podTotals
+	for _, families := range b.metrics {
+		leaders := counterSum(families["collapser_requests_total"], map[string]string{"outcome": "leader"})
+		if leaders > 0 {
+			p.led++
+		}
+		p.leaders += leaders
+		p.requests += counterSum(families["collapser_requests_total"], nil)
+		p.forwarded += counterSum(families["collapser_peer_calls_total"], nil)
+		p.fallbacks += counterSum(families["collapser_peer_fallbacks_total"], nil)
+		p.servedForPeers += counterSum(families["collapser_peer_requests_total"], nil)
+	}
+	return p
+}
+
+// checkReplicasDashboard opens the dashboard after the spread burst, as in
+// checkDashboard, and checks the totals and the Replicas row against the
+// demo's report (the backends' own counts summed over the pods) and the
+// pods' own metrics.
+func checkReplicasDashboard(t *testing.T, s settings, prom panelquery.Client, b spreadBurst) {
+	d, err := panelquery.Load(filepath.Join(s.chartDir, "dashboards", "collapser.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.totals()
+	t.Logf("the pods' own counts: %v requests, %v leaders in %d pods, %v forwarded, %v fallbacks, %v served for peers",
+		p.requests, p.leaders, p.led, p.forwarded, p.fallbacks, p.servedForPeers)
+	v := openDashboard(t, prom, d, scrapeInterval(t, prom), b.end)
+	checkPanels(t, d, v, spreadExpectations(b.report, p), false)
+}
+
+// spreadExpectations are what the dashboard shows after the spread burst:
+// one backend call in one pod, and one forwarded call per pod whose callers
+// led, each served by the owner.
+func spreadExpectations(r demoReport, p podTotals) []expectation {
+	requests, backend := float64(r.Requests), float64(r.BackendCalls)
+	report := source{"the demo's report (the backends' own counts)", backend}
+	forwarded := source{"the pods' own forwarded calls", p.forwarded}
+	return []expectation{
+		{[]string{"Requests"}, total("Requests", source{"the demo sent", requests}, source{"the pods' own counts", p.requests})},
+		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", report)},
+		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", report)},
+		{[]string{"Backend-load reduction"}, func(v view) error {
+			got, err := v.total("Backend-load reduction")
+			if want := 1 - backend/requests; err == nil && math.Abs(got-want) > 1e-9 {
+				err = fmt.Errorf("shows %v, want 1 - %v / %v = %v", got, backend, requests, want)
+			}
+			return err
+		}},
+		{[]string{"Backend calls per pod"}, perPodCalls(replicas, report, report)},
+		{[]string{"Backend calls/s per pod"}, func(v view) error {
+			const panel = "Backend calls/s per pod"
+			return errors.Join(sawRate(panel, "A", backend)(v), sawRate(panel, "B", backend)(v))
+		}},
+		// Every pod's callers led once and forwarded their call: with one
+		// backend call in all, no pod led twice (a second leader comes
+		// after its pod's cached answer expired, and so did the owner's).
+		{[]string{"Forwarded calls"}, total("Forwarded calls", forwarded,
+			source{"the pods' own leaders", p.leaders}, source{"pods whose callers led", float64(p.led)})},
+		{[]string{"Forwarded share"}, total("Forwarded share", source{"every leader forwarded", 1})},
+		{[]string{"Fallbacks to the local backend"}, total("Fallbacks to the local backend",
+			source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})},
+		{[]string{"Calls served for peers"}, total("Calls served for peers", forwarded, source{"the pods' own counts", p.servedForPeers})},
+		{[]string{"Forwarded and peer-served calls/s"}, func(v view) error {
+			const panel = "Forwarded and peer-served calls/s"
+			return errors.Join(sawRate(panel, "A", p.forwarded)(v), peakIs(panel, "B", 0)(v), sawRate(panel, "C", p.forwarded)(v))
+		}},
+	}
+}
+
+// onePodExpectations are what the Replicas row shows in a release of one
+// pod without peers, after the demo's burst: that pod's backend calls,
+// nothing forwarded.
+func onePodExpectations(burst *demo.Report, truth int64) []expectation {
+	backend := float64(burst.BackendCalls)
+	none := source{"one pod, no peers", 0}
+	return []expectation{
+		{[]string{"Backend calls per pod"}, perPodCalls(1, source{"the demo's report", backend}, source{"the backend's own count", float64(truth)})},
+		{[]string{"Backend calls/s per pod"}, func(v view) error {
+			const panel = "Backend calls/s per pod"
+			return errors.Join(sawRate(panel, "A", backend)(v), sawRate(panel, "B", backend)(v))
+		}},
+		{[]string{"Forwarded calls"}, total("Forwarded calls", none)},
+		{[]string{"Forwarded share"}, total("Forwarded share", none)},
+		{[]string{"Fallbacks to the local backend"}, total("Fallbacks to the local backend", none)},
+		{[]string{"Calls served for peers"}, total("Calls served for peers", none)},
+		{[]string{"Forwarded and peer-served calls/s"}, noSeries("Forwarded and peer-served calls/s", "A", "B", "C")},
+	}
+}
+
+// perPodCalls expects Backend calls per pod to show pods pods, each with the
+// same count from its sidecar (A) and its hello backend (B), and these sums.
+func perPodCalls(pods int, sidecar, backend source) func(view) error {
+	const panel = "Backend calls per pod"
+	return func(v view) error {
+		a, errA := byPod(v.results[viewKey(panel, "A")])
+		b, errB := byPod(v.results[viewKey(panel, "B")])
+		if err := errors.Join(errA, errB); err != nil {
+			return err
+		}
+		if len(a) != pods || len(b) != pods {
+			return fmt.Errorf("sidecars %v, backends %v: want %d pods each", a, b, pods)
+		}
+		var sumA, sumB float64
+		for pod, n := range a {
+			if m, ok := b[pod]; !ok || m != n {
+				return fmt.Errorf("pod %s: its sidecar shows %v, its backend %v (sidecars %v, backends %v)", pod, n, m, a, b)
+			}
+			sumA, sumB = sumA+n, sumB+b[pod]
+		}
+		if sumA != sidecar.value || sumB != backend.value {
+			return fmt.Errorf("sidecars %v in all, backends %v; %s %v, %s %v", sumA, sumB, sidecar.name, sidecar.value, backend.name, backend.value)
+		}
+		return nil
+	}
+}
+
+// byPod maps a per-instance result to its pods: the host of the instance
+// (the chart's Prometheus names a pod's sidecar and backend by one host
+// and their two ports).
+func byPod(series []panelquery.Series) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, s := range series {
+		host, _, err := net.SplitHostPort(s.Labels["instance"])
+		if err != nil {
+			return nil, fmt.Errorf("instance %q: %v", s.Labels["instance"], err)
+		}
+		out[host] += lastValue(s)
+	}
+	return out, nil
+}
+
+// waitForPodScrapes waits until Prometheus has scraped every pod's sidecar
+// and backend, and holds each sidecar's joined SayHello series at 0: a
+// burst then rises from a sample before it in every pod.
+func waitForPodScrapes(t *testing.T, api string, pods int) {
+	t.Helper()
+	queries := []string{
+		`count(up{job="collapser"} == 1)`,
+		`count(up{job="hello-backend"} == 1)`,
+		fmt.Sprintf(`count(collapser_requests_total{method=%q, outcome="joined", code="OK"} == 0)`, sayHello),
+	}
+	retry.DoWithRetry(t, fmt.Sprintf("Prometheus scraped %d pods", pods), 24, 5*time.Second, func() (string, error) {
+		for _, q := range queries {
+			n, err := queryScalar(api, q)
+			if err != nil {
+				return "", err
+			}
+			if n != float64(pods) {
+				return "", fmt.Errorf("%s = %v, want %d", q, n, pods)
+			}
+		}
+		return "scraped", nil
+	})
+}
