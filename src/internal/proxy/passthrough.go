@@ -43,7 +43,8 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 
 // forward runs the caller→backend direction on its own goroutine and the
 // backend→caller direction on this one, and returns the status for the
-// caller: the backend's, or an error naming the direction that failed.
+// caller: the backend's, or an error naming the direction that failed. A
+// method of one request message needs no second goroutine: forwardOne.
 //
 // When forward returns, the caller cancels ctx, which stops the backend
 // stream and so any send of the caller→backend goroutine. That goroutine can
@@ -51,13 +52,16 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 // ends the caller's stream as soon as the handler returns, which ends that
 // receive at once.
 func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.ServerStream, method string, opts []grpc.CallOption, oneRequest bool) error {
+	if oneRequest {
+		return p.forwardOne(ctx, ss, method, opts)
+	}
 	cs, err := p.backend.NewStream(ctx, streamDesc, method, opts...)
 	if err != nil {
 		return fmt.Errorf("proxy: open backend stream: %w", err)
 	}
 	up := make(chan error, 1)
 	go func() {
-		err := callerToBackend(ss, cs, oneRequest)
+		err := callerToBackend(ss, cs)
 		// Report before cancelling, so that when the cancellation ends the
 		// backend→caller direction, the cause is already in up.
 		up <- err
@@ -77,29 +81,44 @@ func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.
 	return down
 }
 
+// forwardOne forwards a call of one request message (unary or server
+// streaming): it receives the request and the caller's half-close first, as
+// grpc-go's own handler would, so a caller that breaks the method's
+// cardinality never reaches the backend, then opens the backend stream.
+func (p *Proxy) forwardOne(ctx context.Context, ss grpc.ServerStream, method string, opts []grpc.CallOption) error {
+	var f passFrame
+	if err := receiveOne(ss, &f); err != nil {
+		f.free()
+		return err
+	}
+	cs, err := p.backend.NewStream(ctx, streamDesc, method, opts...)
+	if err != nil {
+		f.free()
+		return fmt.Errorf("proxy: open backend stream: %w", err)
+	}
+	if err := cs.SendMsg(&f); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("proxy caller→backend: send to backend: %w", err)
+	}
+	// CloseSend never fails in grpc-go; a stream that already ended reports
+	// its status to RecvMsg, which backendToCaller reads.
+	_ = cs.CloseSend()
+	return backendToCaller(cs, ss)
+}
+
 // callerToBackend copies frames from the caller to the backend until the
 // caller half-closes (forwarded as CloseSend) or the backend ends the stream
-// (its status is then read by the other direction). With oneRequest, a
-// caller that sends no message or a second one gets grpc-go's cardinality
-// violation.
-func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream, oneRequest bool) error {
-	for sent := 0; ; sent++ {
+// (its status is then read by the other direction).
+func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream) error {
+	for {
 		var f passFrame
 		if err := ss.RecvMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {
-				if oneRequest && sent == 0 {
-					return errNoRequest
-				}
 				// CloseSend never fails in grpc-go; a stream that already
 				// ended reports its status to RecvMsg.
 				_ = cs.CloseSend()
 				return nil
 			}
 			return fmt.Errorf("proxy caller→backend: receive from caller: %w", err)
-		}
-		if oneRequest && sent == 1 {
-			f.free()
-			return errManyRequests
 		}
 		if err := cs.SendMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {

@@ -70,7 +70,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, by 
 // receive timeout, or the caller's deadline when that comes first.
 func (p *Proxy) receive(ctx context.Context, ss grpc.ServerStream) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= p.receiveTimeout {
-		return receiveOne(ss) // the caller's deadline bounds the wait
+		return receivePayload(ss) // the caller's deadline bounds the wait
 	}
 	type received struct {
 		payload []byte
@@ -80,7 +80,7 @@ func (p *Proxy) receive(ctx context.Context, ss grpc.ServerStream) ([]byte, erro
 	go func() {
 		// Returning from the handler ends the stream, which ends this
 		// receive: the goroutine never outlives the call.
-		payload, err := receiveOne(ss)
+		payload, err := receivePayload(ss)
 		done <- received{payload, err}
 	}()
 	timer := time.NewTimer(p.receiveTimeout)
@@ -94,23 +94,36 @@ func (p *Proxy) receive(ctx context.Context, ss grpc.ServerStream) ([]byte, erro
 	}
 }
 
-// receiveOne reads one request message, then expects the caller's half-close.
-func receiveOne(ss grpc.ServerStream) ([]byte, error) {
+// receivePayload is receiveOne for a request the proxy keeps: a copy of
+// its bytes, which may be shared and outlive the call.
+func receivePayload(ss grpc.ServerStream) ([]byte, error) {
 	var req frame
-	if err := ss.RecvMsg(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errNoRequest
-		}
-		return nil, fmt.Errorf("proxy: receive request from caller: %w", err)
-	}
-	var extra frame
-	switch err := ss.RecvMsg(&extra); {
-	case err == nil:
-		return nil, errManyRequests
-	case !errors.Is(err, io.EOF):
-		return nil, fmt.Errorf("proxy: receive request from caller: %w", err)
+	if err := receiveOne(ss, &req); err != nil {
+		return nil, err
 	}
 	return req.payload, nil
+}
+
+// receiveOne reads the one request message of a call into req (a *frame or
+// a *passFrame), then expects the caller's half-close, as grpc-go's own
+// handler of a unary method does: no message or a second one is the
+// cardinality violation grpc-go answers.
+func receiveOne(ss grpc.ServerStream, req any) error {
+	if err := ss.RecvMsg(req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errNoRequest
+		}
+		return fmt.Errorf("proxy: receive request from caller: %w", err)
+	}
+	var extra passFrame
+	switch err := ss.RecvMsg(&extra); {
+	case err == nil:
+		extra.free()
+		return errManyRequests
+	case !errors.Is(err, io.EOF):
+		return fmt.Errorf("proxy: receive request from caller: %w", err)
+	}
+	return nil
 }
 
 // invoke makes one backend call. Its context is the collapse call's: it
