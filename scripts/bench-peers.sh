@@ -16,6 +16,8 @@
 #   BENCH_SCENARIOS [all]: comma list of passthrough, passthrough-unpinned, hit-0ms, hit-50ms, burst
 #   BENCH_CLIENT_CPUS [0]  BENCH_SERVER_CPUS [1]: taskset lists for ghz and for the backend
 #     and proxies; set both empty to pin nothing (on a 1-CPU machine nothing is pinned)
+#   GOGC [Go's default]: reaches every Go process of the run (ghz, the backend, collapser,
+#     the plain proxy) and is named in the report; the chart sets collapser.gogc
 set -o errexit -o nounset -o pipefail
 
 : "${GHZ_VERSION:?set by the Makefile: run make bench-peers}"

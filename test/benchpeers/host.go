@@ -23,6 +23,10 @@ type hostInfo struct {
 	// Collapser names the collapser build measured (--revision).
 	Collapser string `json:"collapser"`
 	Go        string `json:"go"`
+	// GOGC is the harness's own GOGC, which every Go process of the run
+	// inherits (ghz, the backend, collapser, the plain proxy); "" = Go's
+	// default.
+	GOGC string `json:"gogc"`
 }
 
 // describeHost collects hostInfo; what cannot be read stays "".
@@ -36,6 +40,7 @@ func describeHost(cfg config, clockTicks int) hostInfo {
 		ServerCPUs: cfg.serverCPUs,
 		Collapser:  cfg.revision,
 		Go:         runtime.Version(),
+		GOGC:       os.Getenv("GOGC"),
 	}
 	if bi, err := buildinfo.ReadFile(cfg.ghz); err == nil {
 		h.Ghz = bi.Main.Version

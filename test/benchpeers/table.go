@@ -15,8 +15,8 @@ import (
 func writeTable(w io.Writer, r *report) error {
 	var b strings.Builder
 	h, s := r.Host, r.Settings
-	fmt.Fprintf(&b, "bench-peers %s: %d CPUs (%s), %s; collapser %s, %s, ghz %s.\n",
-		r.Finished.Format(time.DateOnly), h.CPUs, h.CPUModel, pinning(h), orUnknown(h.Collapser), orUnknown(h.Nginx), orUnknown(h.Ghz))
+	fmt.Fprintf(&b, "bench-peers %s: %d CPUs (%s), %s; collapser %s, %s, ghz %s%s.\n",
+		r.Finished.Format(time.DateOnly), h.CPUs, h.CPUModel, pinning(h), orUnknown(h.Collapser), orUnknown(h.Nginx), orUnknown(h.Ghz), goGC(h))
 	fmt.Fprintf(&b, "Steady runs: %gs at concurrency %d on one connection; bursts: %s calls at once over %d connections. "+
 		"Medians of %d interleaved rounds; × direct is RPS over direct's in the same round. "+
 		"CPU: utime+stime from /proc per call made. Backend calls: the backend's own count per run. "+
@@ -83,6 +83,14 @@ func writeComparison(b *strings.Builder, r *report) {
 		table = append(table, cells)
 	}
 	writeMarkdownTable(b, table, len(table[0]))
+}
+
+// goGC notes a GOGC the run's Go processes inherited; "" for Go's default.
+func goGC(h hostInfo) string {
+	if h.GOGC == "" {
+		return ""
+	}
+	return "; GOGC=" + h.GOGC + " for every Go process"
 }
 
 // writeMarkdownTable writes rows (the first is the header) as a Markdown

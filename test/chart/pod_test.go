@@ -217,6 +217,7 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_SHUTDOWN_TIMEOUT":                "15s",
 		"COLLAPSER_LOG_LEVEL":                       "warn",
 		"COLLAPSER_LOG_FORMAT":                      "json",
+		"GOGC":                                      "200",
 	}
 	for k, v := range want {
 		if got, ok := env[k]; !ok || got != v {
@@ -225,6 +226,25 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 	}
 	if len(env) != len(want) {
 		t.Errorf("sidecar has %d variables, want %d: %v", len(env), len(want), env)
+	}
+}
+
+// TestRender_SidecarKnowsItsMemoryLimit: the sidecar keeps the Go heap under
+// its container's memory limit, which only the downward API can tell it.
+func TestRender_SidecarKnowsItsMemoryLimit(t *testing.T) {
+	spec := render(t, "").deployments[fullname].Spec.Template.Spec
+	var ref *corev1.ResourceFieldSelector
+	for _, e := range container(t, spec, "collapser").Env {
+		if e.Name == "COLLAPSER_MEMORY_LIMIT" && e.ValueFrom != nil {
+			ref = e.ValueFrom.ResourceFieldRef
+		}
+	}
+	if ref == nil || ref.ContainerName != "collapser" || ref.Resource != "limits.memory" || !ref.Divisor.IsZero() {
+		t.Errorf("COLLAPSER_MEMORY_LIMIT comes from %+v, want the collapser container's limits.memory in bytes", ref)
+	}
+	env := envMap(container(t, render(t, "", "collapser.gogc=").deployments[fullname].Spec.Template.Spec, "collapser"))
+	if v, ok := env["GOGC"]; ok {
+		t.Errorf("collapser.gogc empty: GOGC = %q, want it unset (Go's default)", v)
 	}
 }
 

@@ -28,6 +28,8 @@ func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
 		{"stale duration without a unit", "collapser.config.staleIfError=30", []string{"/collapser/config/staleIfError"}},
 		{"private header in upper case", "collapser.config.privateHeaders={X-Session}", []string{"/collapser/config/privateHeaders/0"}},
 		{"zero connections", "collapser.config.maxConnections=0", []string{"/collapser/config/maxConnections"}},
+		{"GOGC neither a percentage nor off", "collapser.gogc=fast", []string{"/collapser/gogc"}},
+		{"GOGC of 0", "collapser.gogc=0", []string{"/collapser/gogc"}},
 		{"unknown top-level policy key", "collapser.policy.rules[0].name=x", []string{"/collapser/policy", "additional properties 'rules' not allowed"}},
 		{"policy methods not a list", "collapser.policy.methods=x", []string{"/collapser/policy/methods", "want array"}},
 		{"digest without algorithm", "collapser.image.digest=0123", []string{"/collapser/image/digest"}},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 
 	"google.golang.org/grpc/resolver/dns"
 
@@ -38,6 +39,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	logger := newLogger(cfg, stderr)
+	setGoMemoryLimit(cfg, getenv, logger)
 	s, err := sidecar.New(cfg, logger)
 	if err != nil {
 		return err
@@ -63,6 +65,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	fmt.Fprintf(stderr, "collapser: serving gRPC on %s, metrics on %s, backend %s%s\n", grpcLis.Addr(), metricsLis.Addr(), cfg.Backend, peering)
 	return s.Serve(ctx, lis)
+}
+
+// setGoMemoryLimit gives the Go runtime the soft memory limit the container's
+// limit allows (--memory-limit), so the collector works harder as the heap
+// nears it instead of letting the container be killed. A GOMEMLIMIT of the
+// environment, which the runtime read at start, wins.
+func setGoMemoryLimit(cfg config.Sidecar, getenv func(string) string, logger *slog.Logger) {
+	limit := cfg.GoMemoryLimit()
+	switch {
+	case limit == 0:
+		return
+	case getenv("GOMEMLIMIT") != "":
+		logger.Info("GOMEMLIMIT is set: --memory-limit leaves the Go memory limit alone", "GOMEMLIMIT", getenv("GOMEMLIMIT"))
+		return
+	}
+	debug.SetMemoryLimit(limit)
+	logger.Info("Go soft memory limit set", "bytes", limit, "memory_limit", cfg.MemoryLimit)
 }
 
 func newLogger(cfg config.Sidecar, w io.Writer) *slog.Logger {

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
+	"math"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -66,5 +70,33 @@ func TestRun_BadConfigurationIsAnError(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("run(-h) = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestSetGoMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	const unlimited = math.MaxInt64 // the runtime's default
+	tests := []struct {
+		name string
+		env  map[string]string
+		want int64
+	}{
+		{"no limit known", nil, unlimited},
+		{"the container's limit", map[string]string{"COLLAPSER_MEMORY_LIMIT": "268435456"}, 241591860},
+		{"GOMEMLIMIT wins", map[string]string{"COLLAPSER_MEMORY_LIMIT": "268435456", "GOMEMLIMIT": "100MiB"}, unlimited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			debug.SetMemoryLimit(unlimited)
+			cfg, err := config.Parse(nil, env(tt.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			setGoMemoryLimit(cfg, env(tt.env), slog.New(slog.DiscardHandler))
+			if got := debug.SetMemoryLimit(-1); got != tt.want {
+				t.Errorf("Go memory limit = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -70,8 +70,10 @@ type Sidecar struct {
 	DescriptorSet                string   // path of a FileDescriptorSet
 	Reflection                   bool     // learn method kinds from the backend
 	ShutdownTimeout              time.Duration
-	LogLevel                     slog.Level
-	LogFormat                    string // "json" or "text"
+	// MemoryLimit is the container's memory limit in bytes; 0: none known.
+	MemoryLimit int64
+	LogLevel    slog.Level
+	LogFormat   string // "json" or "text"
 }
 
 // Default returns the settings used when nothing is configured. Each value
@@ -157,6 +159,7 @@ func flagSet(c *Sidecar) *flag.FlagSet {
 	fs.StringVar(&c.DescriptorSet, "descriptor-set", "", "`path` of a FileDescriptorSet (protoc --descriptor_set_out) naming the backend's methods")
 	fs.BoolVar(&c.Reflection, "reflection", c.Reflection, "learn method kinds from the backend's server reflection")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long calls in flight may take to finish after SIGTERM")
+	fs.Int64Var(&c.MemoryLimit, "memory-limit", 0, "the container's memory limit in `bytes` (the chart passes it): the Go runtime's soft memory limit is 90% of it unless GOMEMLIMIT is set; 0: none")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: json or text")
 	return fs
@@ -196,9 +199,27 @@ func (c Sidecar) validate() error {
 	check(c.MaxConnections > 0, "max-connections", "must be positive, got %d", c.MaxConnections)
 	check(c.MaxConcurrentStreams > 0 && c.MaxConcurrentStreams <= math.MaxUint32, "max-concurrent-streams", "must be in [1, %d], got %d", uint32(math.MaxUint32), c.MaxConcurrentStreams)
 	check(c.MaxHeaderBytes >= 1024 && c.MaxHeaderBytes <= math.MaxUint32, "max-header-bytes", "must be in [1024, %d], got %d", uint32(math.MaxUint32), c.MaxHeaderBytes)
+	check(c.MemoryLimit >= 0, "memory-limit", "must not be negative, got %d", c.MemoryLimit)
+	if caches := c.CacheMaxBytes + c.StreamCacheMaxBytes; c.MemoryLimit > 0 && caches > c.GoMemoryLimit() {
+		check(false, "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-cache-max-bytes = %d",
+			c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
+	}
 	check(c.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", c.ShutdownTimeout)
 	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format", "must be json or text, got %q", c.LogFormat)
 	return errors.Join(errs...)
+}
+
+// goMemoryPercent is the share of the container's memory limit the Go
+// runtime's soft limit is set to. The rest is for memory the runtime does not
+// count: the binary's mapped text, kernel socket buffers charged to the
+// container, and the overshoot of a soft limit under a burst of allocation.
+const goMemoryPercent = 90
+
+// GoMemoryLimit returns the Go runtime's soft memory limit for the
+// container's memory limit (goMemoryPercent of MemoryLimit); 0 when no limit
+// is known.
+func (c Sidecar) GoMemoryLimit() int64 {
+	return c.MemoryLimit / 100 * goMemoryPercent
 }
 
 // listValue is a flag holding a comma-separated list; blanks are dropped.

@@ -68,6 +68,9 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"bad log level", nil, map[string]string{"COLLAPSER_LOG_LEVEL": "loud"}, "COLLAPSER_LOG_LEVEL"},
 		{"bad log format", []string{"--log-format=xml"}, nil, "--log-format"},
 		{"zero backend timeout", []string{"--backend-timeout=0s"}, nil, "--backend-timeout"},
+		{"negative memory limit", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "-1"}, "COLLAPSER_MEMORY_LIMIT"},
+		// 128 MiB: a Go heap of 115.2 MiB, less than the default caches' 128 MiB.
+		{"memory limit below the caches", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "134217728"}, "--cache-max-bytes + --stream-cache-max-bytes = 134217728"},
 		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 	}
@@ -78,6 +81,24 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 				t.Errorf("Parse() error = %v, want one naming %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestGoMemoryLimit_IsNinetyPercentOfTheContainersLimit(t *testing.T) {
+	for _, tt := range []struct{ limit, want int64 }{
+		{0, 0},
+		{256 << 20, 241591860}, // the chart's default limit, 256 MiB
+		{1000, 900},
+	} {
+		c := Default()
+		c.MemoryLimit = tt.limit
+		if got := c.GoMemoryLimit(); got != tt.want {
+			t.Errorf("MemoryLimit %d: GoMemoryLimit() = %d, want %d", tt.limit, got, tt.want)
+		}
+	}
+	c, err := Parse(nil, env(map[string]string{"COLLAPSER_MEMORY_LIMIT": "268435456"}), io.Discard)
+	if err != nil || c.MemoryLimit != 256<<20 {
+		t.Errorf("Parse(COLLAPSER_MEMORY_LIMIT=268435456) = %d, %v; want the chart's default limit accepted", c.MemoryLimit, err)
 	}
 }
 
