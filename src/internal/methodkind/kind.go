@@ -40,6 +40,12 @@ func (k Kind) String() string {
 	}
 }
 
+// Streams reports whether the method is known to stream messages in either
+// direction: its calls last as long as the stream, not as long as an answer.
+func (k Kind) Streams() bool {
+	return k >= ServerStreaming
+}
+
 // kindOf maps a method descriptor's streaming flags to its Kind.
 func kindOf(clientStreaming, serverStreaming bool) Kind {
 	switch {

@@ -99,7 +99,7 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 		}, []string{"method", "code"}),
 		backendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "collapser_backend_call_duration_seconds",
-			Help:    "Duration of the sidecar's calls to the backend, shared unary calls and passed-through streams alike, by method.",
+			Help:    "Duration of the sidecar's calls to the backend of unary methods (and of methods of unknown kind), shared or passed through, by method; streams are only counted, in collapser_backend_calls_total.",
 			Buckets: durationBuckets,
 		}, []string{"method"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -160,6 +160,12 @@ func (s *Sidecar) ObserveBackendCall(method string, code codes.Code, d time.Dura
 	m := s.methods.label(method)
 	s.backendCalls.WithLabelValues(m, codeName(code)).Inc()
 	s.backendDuration.WithLabelValues(m).Observe(d.Seconds())
+}
+
+// ObserveBackendStream counts one backend stream that ended with code; a
+// stream's length is not a latency, so the duration histogram leaves it out.
+func (s *Sidecar) ObserveBackendStream(method string, code codes.Code) {
+	s.backendCalls.WithLabelValues(s.methods.label(method), codeName(code)).Inc()
 }
 
 // ObservePeerCall counts one call forwarded to an owner; fellBack: it did

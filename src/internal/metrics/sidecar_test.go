@@ -136,6 +136,17 @@ func TestSidecar_ObserveBackendCallRecordsCountAndDuration(t *testing.T) {
 	}
 }
 
+func TestSidecar_ObserveBackendStreamIsCountedWithoutADuration(t *testing.T) {
+	s, _ := newTestSidecar(t, nil)
+	s.ObserveBackendStream(sayHello, codes.OK)
+	if got := testutil.ToFloat64(s.backendCalls.WithLabelValues(sayHello, "OK")); got != 1 {
+		t.Errorf("backend calls {OK} = %v, want 1", got)
+	}
+	if h := readHistogram(t, s.backendDuration.WithLabelValues(sayHello)); h.GetSampleCount() != 0 {
+		t.Errorf("duration histogram count = %d, want 0: a stream's length is no latency", h.GetSampleCount())
+	}
+}
+
 // readHistogram returns the current state of one histogram series.
 func readHistogram(t *testing.T, o prometheus.Observer) *dto.Histogram {
 	t.Helper()

@@ -32,7 +32,11 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 	start := time.Now()
 	err := p.forward(ctx, cancel, ss, method, opts, oneRequest)
 	code := callerCode(ss.Context(), err)
-	p.observer.ObserveBackendCall(method, code, time.Since(start))
+	if rule.Kind.Streams() {
+		p.observer.ObserveBackendStream(method, code)
+	} else {
+		p.observer.ObserveBackendCall(method, code, time.Since(start))
+	}
 	if by == fromPeer {
 		p.observer.ObservePeerRequest(method, OutcomePassthrough, code)
 	} else {

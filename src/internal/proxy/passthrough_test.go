@@ -222,7 +222,28 @@ func TestPassthrough_MethodOfUnknownKindIsNotCollapsed(t *testing.T) {
 			t.Errorf("observed request = %v, want passthrough OK", got)
 		}
 	}
-	if _, calls := s.observed.snapshot(); len(calls) != 2 {
-		t.Errorf("observed backend calls = %v, want 2", calls)
+	if _, calls := s.observed.snapshot(); len(calls) != 2 || calls[0].stream || calls[1].stream {
+		t.Errorf("observed backend calls = %v, want 2 told as calls (a latency is taken)", calls)
+	}
+}
+
+func TestPassthrough_StreamsAreToldAsStreams(t *testing.T) {
+	b := startBackend(t, nil)
+	s := startSidecar(t, b.addr, sidecarConfig{})
+	stream, err := s.client.StreamHellos(testkit.Context(t), &hellov1.HelloRequest{Name: "ann", Count: 3})
+	if err != nil {
+		t.Fatalf("StreamHellos: %v", err)
+	}
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("Recv: %v", err)
+			}
+			break
+		}
+	}
+	s.waitForRequests(t, 1)
+	if _, calls := s.observed.snapshot(); len(calls) != 1 || calls[0] != (backendRecord{methodStreamHellos, codes.OK, true}) {
+		t.Errorf("observed backend calls = %v, want one stream: its length is no latency", calls)
 	}
 }

@@ -56,8 +56,14 @@ type Observer interface {
 	// ObserveRequest is called once per request with how it was served and
 	// the code the caller got.
 	ObserveRequest(method, outcome string, code codes.Code)
-	// ObserveBackendCall is called once per backend call, when it ends.
+	// ObserveBackendCall is called once per backend call of a unary method
+	// (or of a method whose kind is unknown), when it ends, with how long
+	// the backend took.
 	ObserveBackendCall(method string, code codes.Code, d time.Duration)
+	// ObserveBackendStream is called once per backend stream of a
+	// streaming method, passed through or replayed, when it ends: its length
+	// is the stream's, not the backend's latency.
+	ObserveBackendStream(method string, code codes.Code)
 	// ObservePeerCall is called once per call forwarded to the key's owner,
 	// with the owner's code, or the code of the failure to reach it and
 	// fellBack set when the call was made to the local backend instead.
@@ -273,6 +279,7 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(string, string, codes.Code)            {}
 func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
+func (nopObserver) ObserveBackendStream(string, codes.Code)              {}
 func (nopObserver) ObservePeerCall(string, codes.Code, bool)             {}
 func (nopObserver) ObservePeerRequest(string, string, codes.Code)        {}
 func (nopObserver) ObserveStreamRequest(string, string, codes.Code)      {}

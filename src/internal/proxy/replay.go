@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -91,10 +90,10 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 func (p *Proxy) openUpstream(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (replay.Upstream, error) {
 	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), method, sub, payload, md)
 	if err != nil {
-		p.observer.ObserveBackendCall(method, status.Code(err), 0)
+		p.observer.ObserveBackendStream(method, status.Code(err))
 		return nil, err
 	}
-	return &upstream{cs: cs, method: method, start: time.Now(), observer: p.observer}, nil
+	return &upstream{cs: cs, method: method, observer: p.observer}, nil
 }
 
 // sendRequest opens a backend stream for one request and sends it.
@@ -117,12 +116,11 @@ func (p *Proxy) sendRequest(ctx context.Context, method, sub string, payload []b
 func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []byte, md metadata.MD) error {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
-	start := time.Now()
 	cs, err := p.sendRequest(ctx, method, sub, payload, md)
 	if err == nil {
 		err = backendToCaller(cs, ss)
 	}
-	p.observer.ObserveBackendCall(method, callerCode(ss.Context(), err), time.Since(start))
+	p.observer.ObserveBackendStream(method, callerCode(ss.Context(), err))
 	return err
 }
 
@@ -131,7 +129,6 @@ func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []by
 type upstream struct {
 	cs       grpc.ClientStream
 	method   string
-	start    time.Time
 	observer Observer
 	once     sync.Once
 }
@@ -148,7 +145,7 @@ func (u *upstream) Recv() ([]byte, error) {
 			if !errors.Is(err, io.EOF) {
 				code = status.Code(err)
 			}
-			u.observer.ObserveBackendCall(u.method, code, time.Since(u.start))
+			u.observer.ObserveBackendStream(u.method, code)
 		})
 		return nil, err
 	}

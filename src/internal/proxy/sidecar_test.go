@@ -56,6 +56,7 @@ type requestRecord struct {
 type backendRecord struct {
 	method string
 	code   codes.Code
+	stream bool // told as a stream: counted, its length no latency
 }
 
 // peerRecord is one call forwarded to an owner.
@@ -102,7 +103,13 @@ func (r *recorder) ObserveRequest(method, outcome string, code codes.Code) {
 func (r *recorder) ObserveBackendCall(method string, code codes.Code, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.backend = append(r.backend, backendRecord{method, code})
+	r.backend = append(r.backend, backendRecord{method, code, false})
+}
+
+func (r *recorder) ObserveBackendStream(method string, code codes.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.backend = append(r.backend, backendRecord{method, code, true})
 }
 
 // snapshot returns copies of the records so far.

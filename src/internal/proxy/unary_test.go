@@ -110,7 +110,7 @@ func TestUnary_IdenticalConcurrentCallsShareOneBackendCall(t *testing.T) {
 	if outcomes["leader/OK"] != 1 || outcomes["joined/OK"] != n-1 {
 		t.Errorf("observed outcomes = %v, want 1 leader/OK and %d joined/OK", outcomes, n-1)
 	}
-	if _, calls := s.observed.snapshot(); len(calls) != 1 || calls[0] != (backendRecord{methodSayHello, codes.OK}) {
+	if _, calls := s.observed.snapshot(); len(calls) != 1 || calls[0] != (backendRecord{methodSayHello, codes.OK, false}) {
 		t.Errorf("observed backend calls = %v, want one OK SayHello", calls)
 	}
 }
