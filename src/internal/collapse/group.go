@@ -178,8 +178,7 @@ func (g *Group[V]) lead(ctx context.Context, e *entry[V]) (V, Outcome, error) {
 		var zero V
 		return zero, Lead, err
 	}
-	switch {
-	case e.staleOnError:
+	if e.staleOnError {
 		return e.val, StaleOnError, nil
 	}
 	return e.val, Lead, e.err // a private value is the leader's own

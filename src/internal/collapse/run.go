@@ -40,15 +40,13 @@ func (g *Group[V]) run(e *entry[V]) {
 	g.complete(e)
 }
 
-// acquireFor takes a slot for e's call, waiting while its context lasts.
+// acquireFor takes a slot for e's call, waiting while its context lasts
+// (made only when the call has to wait).
 func (g *Group[V]) acquireFor(e *entry[V]) error {
-	if g.slots == nil || g.slots.TryAcquire(1) {
+	if g.trySlot() {
 		return nil
 	}
-	g.queued.Add(1)
-	defer g.queued.Add(-1)
-	ctx := e.call.Context()
-	err := g.slots.Acquire(ctx, 1)
+	err := g.queue(e.call.Context())
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: no slot free within the call's timeout of %v", ErrOverloaded, e.opts.Timeout)
 	}
@@ -57,9 +55,15 @@ func (g *Group[V]) acquireFor(e *entry[V]) error {
 
 // acquire takes a slot for a caller's own call, waiting while ctx lasts.
 func (g *Group[V]) acquire(ctx context.Context) error {
-	if g.slots == nil || g.slots.TryAcquire(1) {
+	if g.trySlot() {
 		return nil
 	}
+	return g.queue(ctx)
+}
+
+// queue waits for a slot while ctx lasts, counted as queued meanwhile.
+// Only a Group that bounds its calls makes a call wait.
+func (g *Group[V]) queue(ctx context.Context) error {
 	g.queued.Add(1)
 	defer g.queued.Add(-1)
 	return g.slots.Acquire(ctx, 1)
