@@ -1,44 +1,19 @@
 package collapse
 
 import (
-	"container/heap"
 	"sync"
+
+	"github.com/collapser/collapser/src/internal/expiryheap"
 )
 
 // shard is one independently locked part of a Group's key space.
 type shard[V any] struct {
 	group *Group[V]
 	mu    sync.RWMutex
-	m     map[string]*entry[V] // calls in flight and held results, by key
-	heap  entryHeap[V]         // held results, the first to go first
+	m     map[string]*entry[V]       // calls in flight and held results, by key
+	heap  expiryheap.Heap[*entry[V]] // held results, the first to go first
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
-}
-
-// entryHeap orders held results by when they are gone; it implements
-// heap.Interface and keeps each entry's index.
-type entryHeap[V any] []*entry[V]
-
-func (h entryHeap[V]) Len() int           { return len(h) }
-func (h entryHeap[V]) Less(i, j int) bool { return h[i].gone() < h[j].gone() }
-func (h entryHeap[V]) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *entryHeap[V]) Push(x any) {
-	e := x.(*entry[V])
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-
-func (h *entryHeap[V]) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.index = -1
-	return e
 }
 
 // complete publishes the outcome of e's call, then wakes every waiter.
@@ -102,8 +77,8 @@ func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64) bool {
 		}
 		g.entries.Add(-1)
 		g.bytes.Add(-size)
-		if len(s.heap) > 0 {
-			g.evict(s, s.heap[0])
+		if s.heap.Len() > 0 {
+			g.evict(s, s.heap.First())
 		} else if !g.evictElsewhere(s) {
 			return false
 		}
@@ -113,7 +88,7 @@ func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64) bool {
 	e.sieEnd = e.fresh + int64(e.opts.StaleIfError)
 	e.size = size
 	e.held = true
-	heap.Push(&s.heap, e)
+	s.heap.Push(e)
 	return true
 }
 
@@ -126,9 +101,9 @@ func (g *Group[V]) evictElsewhere(s *shard[V]) bool {
 		if o == s || !o.mu.TryLock() {
 			continue
 		}
-		found := len(o.heap) > 0
+		found := o.heap.Len() > 0
 		if found {
-			g.evict(o, o.heap[0])
+			g.evict(o, o.heap.First())
 		}
 		o.mu.Unlock()
 		if found {
@@ -140,8 +115,8 @@ func (g *Group[V]) evictElsewhere(s *shard[V]) bool {
 
 // sweep evicts the shard's results that are gone. The caller holds s.mu.
 func (g *Group[V]) sweep(s *shard[V], now int64) {
-	for len(s.heap) > 0 && s.heap[0].gone() <= now {
-		g.evict(s, s.heap[0])
+	for s.heap.Len() > 0 && s.heap.First().gone() <= now {
+		g.evict(s, s.heap.First())
 	}
 }
 
@@ -151,7 +126,7 @@ func (g *Group[V]) evict(s *shard[V], e *entry[V]) {
 	if !e.held {
 		return
 	}
-	heap.Remove(&s.heap, e.index)
+	s.heap.Remove(e)
 	e.held = false
 	switch cur := s.m[e.key]; {
 	case cur == e:

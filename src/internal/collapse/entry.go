@@ -49,6 +49,13 @@ func (e *entry[V]) leave() {
 	}
 }
 
+// ExpiresBefore orders held results in their shard's heap by when they are
+// gone (expiryheap.Item).
+func (e *entry[V]) ExpiresBefore(o *entry[V]) bool { return e.gone() < o.gone() }
+
+// HeapIndex is where the shard's heap keeps e's position (expiryheap.Item).
+func (e *entry[V]) HeapIndex() *int { return &e.index }
+
 // gone is when a held result stops being served at all.
 func (e *entry[V]) gone() int64 {
 	return max(e.swrEnd, e.sieEnd)

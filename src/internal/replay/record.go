@@ -49,6 +49,12 @@ func newRecord(s *Streams, key string, ttl time.Duration) *record {
 	return &record{key: key, streams: s, ttl: ttl, ctx: ctx, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}
 }
 
+// ExpiresBefore orders kept records by expiry (expiryheap.Item).
+func (r *record) ExpiresBefore(o *record) bool { return r.expires.Before(o.expires) }
+
+// HeapIndex is where Streams.held keeps r's position (expiryheap.Item).
+func (r *record) HeapIndex() *int { return &r.index }
+
 // pump reads the upstream into the record until it ends. It never waits for
 // a reader.
 func (r *record) pump(open Open) {

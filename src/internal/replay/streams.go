@@ -1,12 +1,13 @@
 package replay
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/expiryheap"
 )
 
 // Streams maps keys to their records. Create one with New; it is safe for
@@ -18,9 +19,9 @@ type Streams struct {
 	private      func(metadata.MD) bool
 
 	mu        sync.Mutex
-	m         map[string]*record // live records and kept ones, by key; guarded by mu
-	held      heldHeap           // kept records, the first to expire first; guarded by mu
-	heldBytes int64              // what they count; guarded by mu
+	m         map[string]*record       // live records and kept ones, by key; guarded by mu
+	held      expiryheap.Heap[*record] // kept records, the first to expire first; guarded by mu
+	heldBytes int64                    // what they count; guarded by mu
 }
 
 // New returns Streams configured by o.
@@ -66,7 +67,7 @@ func (s *Streams) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweep(nowFunc())
-	st := Stats{Held: len(s.held), Bytes: s.heldBytes}
+	st := Stats{Held: s.held.Len(), Bytes: s.heldBytes}
 	for _, r := range s.m {
 		r.mu.Lock()
 		if !r.ended {
@@ -91,12 +92,12 @@ func (s *Streams) finish(r *record) {
 	r.mu.Unlock()
 	if keep && size <= s.maxHeldBytes {
 		for s.heldBytes+size > s.maxHeldBytes {
-			s.drop(s.held[0])
+			s.drop(s.held.First())
 		}
 		r.expires, r.held = nowFunc().Add(r.ttl), true
 		s.heldBytes += size
 		r.heldSize = size
-		heap.Push(&s.held, r)
+		s.held.Push(r)
 		return
 	}
 	if s.m[r.key] == r {
@@ -117,44 +118,19 @@ func (s *Streams) leave(r *record) {
 
 // sweep drops the kept records that expired. The caller holds s.mu.
 func (s *Streams) sweep(now time.Time) {
-	for len(s.held) > 0 && !now.Before(s.held[0].expires) {
-		s.drop(s.held[0])
+	for s.held.Len() > 0 && !now.Before(s.held.First().expires) {
+		s.drop(s.held.First())
 	}
 }
 
 // drop forgets the kept record r. The caller holds s.mu.
 func (s *Streams) drop(r *record) {
-	heap.Remove(&s.held, r.index)
+	s.held.Remove(r)
 	r.held = false
 	s.heldBytes -= r.heldSize
 	if s.m[r.key] == r {
 		delete(s.m, r.key)
 	}
-}
-
-// heldHeap orders kept records by expiry; it implements heap.Interface.
-type heldHeap []*record
-
-func (h heldHeap) Len() int           { return len(h) }
-func (h heldHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
-func (h heldHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *heldHeap) Push(x any) {
-	r := x.(*record)
-	r.index = len(*h)
-	*h = append(*h, r)
-}
-
-func (h *heldHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	r.index = -1
-	return r
 }
 
 // background is the parent of every upstream's context: it belongs to no caller.
