@@ -123,47 +123,6 @@ func normalizeName(s scalar) (string, error) {
 	return s.value, nil
 }
 
-// check validates every field set in r; where names the rule.
-func (r *ruleSpec) check(where string) []error {
-	var errs []error
-	add := func(s scalar, field string, err error) {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s %q: %w", at(s, where), field, s.value, err))
-		}
-	}
-	if r.Collapse.set {
-		_, err := parseCollapse(r.Collapse.value)
-		add(r.Collapse, "collapse", err)
-	}
-	for _, d := range []struct {
-		field string
-		s     scalar
-	}{{"cacheTTL", r.CacheTTL}, {"staleWhileRevalidate", r.StaleWhileRevalidate}, {"staleIfError", r.StaleIfError}, {"timeout", r.Timeout}} {
-		if d.s.set {
-			v, err := parseDuration(d.s.value)
-			if err == nil && d.field == "timeout" && v == 0 {
-				err = errors.New("must be positive")
-			}
-			add(d.s, d.field, err)
-		}
-	}
-	if r.StaleIfErrorCodes != nil {
-		for i, c := range *r.StaleIfErrorCodes {
-			_, err := parseCode(c.value)
-			add(c, fmt.Sprintf("staleIfErrorCodes[%d]", i), err)
-		}
-	}
-	if r.FinishAbandoned.set {
-		_, err := parseBool(r.FinishAbandoned.value)
-		add(r.FinishAbandoned, "finishAbandoned", err)
-	}
-	if r.Stream.set {
-		_, err := parseStream(r.Stream.value)
-		add(r.Stream, "stream", err)
-	}
-	return errs
-}
-
 // parseCollapse reads a collapse field: auto, true or false.
 func parseCollapse(s string) (Mode, error) {
 	switch s {

@@ -17,6 +17,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -130,11 +131,6 @@ type Rule struct {
 	Source string
 }
 
-// Cached reports whether the rule keeps results.
-func (r Rule) Cached() bool {
-	return r.Call != nil && (r.Call.TTL > 0 || r.Call.StaleWhileRevalidate > 0 || r.Call.StaleIfError > 0)
-}
-
 // Defaults describe the default rule when no file does, and what a file's
 // default inherits. Zero durations are zero: take DefaultCacheTTL and
 // DefaultTimeout from the constants.
@@ -169,41 +165,79 @@ type codeSet uint32
 func setOf(cs []codes.Code) codeSet {
 	var s codeSet
 	for _, c := range cs {
-		s |= 1 << c
+		s.add(c)
 	}
 	return s
 }
 
+func (s *codeSet) add(c codes.Code) { *s |= 1 << c }
+
 func (s codeSet) has(c codes.Code) bool { return c <= codes.Unauthenticated && s&(1<<c) != 0 }
+
+// check validates every field set in r; where names the rule.
+func (r *ruleSpec) check(where string) []error {
+	_, errs := settings{}.apply(r, where)
+	return errs
+}
 
 // with returns s with the fields r sets; r has been checked.
 func (s settings) with(r *ruleSpec, source string) settings {
-	s.source = source
+	s, _ = s.apply(r, source)
+	return s
+}
+
+// apply returns s with the fields r sets, from where (the rule's source),
+// and an error naming the line, rule and field of each value that is
+// wrong; a wrong value leaves its field as it was.
+func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
+	s.source = where
+	var errs []error
+	valid := func(v scalar, field string, err error) bool {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s %q: %w", at(v, where), field, v.value, err))
+		}
+		return err == nil
+	}
 	if r.Collapse.set {
-		s.collapse, _ = parseCollapse(r.Collapse.value)
+		if m, err := parseCollapse(r.Collapse.value); valid(r.Collapse, "collapse", err) {
+			s.collapse = m
+		}
 	}
 	for _, d := range []struct {
-		v   scalar
-		dst *time.Duration
-	}{{r.CacheTTL, &s.ttl}, {r.StaleWhileRevalidate, &s.swr}, {r.StaleIfError, &s.sie}, {r.Timeout, &s.tmo}} {
-		if d.v.set {
-			*d.dst, _ = parseDuration(d.v.value)
+		field string
+		v     scalar
+		dst   *time.Duration
+	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}} {
+		if !d.v.set {
+			continue
+		}
+		v, err := parseDuration(d.v.value)
+		if err == nil && d.dst == &s.tmo && v == 0 {
+			err = errors.New("must be positive")
+		}
+		if valid(d.v, d.field, err) {
+			*d.dst = v
 		}
 	}
 	if r.StaleIfErrorCodes != nil {
 		s.codes = 0
-		for _, c := range *r.StaleIfErrorCodes {
-			code, _ := parseCode(c.value)
-			s.codes |= 1 << code
+		for i, c := range *r.StaleIfErrorCodes {
+			if code, err := parseCode(c.value); valid(c, fmt.Sprintf("staleIfErrorCodes[%d]", i), err) {
+				s.codes.add(code)
+			}
 		}
 	}
 	if r.FinishAbandoned.set {
-		s.finish, _ = parseBool(r.FinishAbandoned.value)
+		if b, err := parseBool(r.FinishAbandoned.value); valid(r.FinishAbandoned, "finishAbandoned", err) {
+			s.finish = b
+		}
 	}
 	if r.Stream.set {
-		s.stream, _ = parseStream(r.Stream.value)
+		if m, err := parseStream(r.Stream.value); valid(r.Stream, "stream", err) {
+			s.stream = m
+		}
 	}
-	return s
+	return s, errs
 }
 
 // level is one compiled rule: its settings and the call options of its two
