@@ -68,6 +68,7 @@ func TestResponseSize_CountsPayloadAndMetadata(t *testing.T) {
 		Header:  metadata.Pairs("ab", "cde"),
 		Trailer: metadata.Pairs("f", "g"),
 	}
+	const mdEntryOverhead = 64 // mdsize's overhead of one entry
 	want := int64(responseOverhead + 10 + 2*mdEntryOverhead + len("ab") + len("cde") + 16 + len("f") + len("g") + 16)
 	if got := responseSize(r); got != want {
 		t.Errorf("responseSize = %d, want %d", got, want)

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/collapser/collapser/src/internal/mdsize"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
@@ -32,30 +33,16 @@ type Response struct {
 	Private bool
 }
 
-// Per-object overheads responseSize counts besides the bytes of payload,
-// names and values: the Response itself, and a map entry with its slice.
-const (
-	responseOverhead = 96
-	mdEntryOverhead  = 64
-)
+// responseOverhead is what responseSize counts for the Response itself,
+// besides its payload and metadata.
+const responseOverhead = 96
 
 // responseSize returns the bytes r holds, for collapse.Options.Size.
 func responseSize(r *Response) int64 {
 	if r == nil {
 		return 0
 	}
-	return responseOverhead + int64(len(r.Payload)) + mdSize(r.Header) + mdSize(r.Trailer)
-}
-
-func mdSize(md metadata.MD) int64 {
-	var n int64
-	for k, vs := range md {
-		n += mdEntryOverhead + int64(len(k))
-		for _, v := range vs {
-			n += int64(len(v)) + 16 // the string header
-		}
-	}
-	return n
+	return responseOverhead + int64(len(r.Payload)) + mdsize.Of(r.Header) + mdsize.Of(r.Trailer)
 }
 
 // headerSet holds lower-case header names.

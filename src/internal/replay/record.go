@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/mdsize"
 )
 
 // recordOverhead estimates what a kept record costs besides its key,
@@ -125,18 +127,7 @@ func (r *record) end(trailer metadata.MD, err error) {
 // size is what a kept record counts against Options.MaxHeldBytes. The
 // caller holds r.mu.
 func (r *record) size() int64 {
-	return recordOverhead + int64(len(r.key)) + r.bytes + mdSize(r.header) + mdSize(r.trailer)
-}
-
-func mdSize(md metadata.MD) int64 {
-	var n int64
-	for k, vs := range md {
-		n += int64(len(k))
-		for _, v := range vs {
-			n += int64(len(v))
-		}
-	}
-	return n
+	return recordOverhead + int64(len(r.key)) + r.bytes + mdsize.Of(r.header) + mdsize.Of(r.trailer)
 }
 
 // Reader is one caller's cursor into a record. It is not safe for
