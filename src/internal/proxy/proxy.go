@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -177,9 +178,9 @@ func New(o Options) (*Proxy, error) {
 		rules:          o.Rules,
 		keyRule:        o.KeyRule,
 		private:        private,
-		receiveTimeout: orDefault(o.ReceiveTimeout, DefaultReceiveTimeout),
-		maxRecv:        orDefault(o.MaxRecvMsgBytes, DefaultMaxMsgBytes),
-		maxSend:        orDefault(o.MaxSendMsgBytes, DefaultMaxMsgBytes),
+		receiveTimeout: cmp.Or(o.ReceiveTimeout, DefaultReceiveTimeout),
+		maxRecv:        cmp.Or(o.MaxRecvMsgBytes, DefaultMaxMsgBytes),
+		maxSend:        cmp.Or(o.MaxSendMsgBytes, DefaultMaxMsgBytes),
 		observer:       o.Observer,
 		logger:         o.Logger,
 		codec:          c,
@@ -190,7 +191,7 @@ func New(o Options) (*Proxy, error) {
 		MaxEntryBytes: o.CacheMaxEntryBytes,
 		Size:          responseSize,
 		Private:       func(r *Response) bool { return r != nil && r.Private },
-		MaxCalls:      orDefault(o.MaxBackendCalls, DefaultMaxBackendCalls),
+		MaxCalls:      cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
 	})
 	p.streams = replay.New(replay.Options{
 		MaxBytes:     o.StreamMaxBytes,
@@ -205,14 +206,6 @@ func New(o Options) (*Proxy, error) {
 		p.logger = slog.New(slog.DiscardHandler)
 	}
 	return p, nil
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // ServerOptions returns the options the proxy needs of the grpc.Server
