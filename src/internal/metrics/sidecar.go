@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/replay"
 )
 
@@ -33,24 +34,15 @@ const outcomePassthrough = "passthrough"
 // 1ms to 10s (the default backend timeout), in seconds.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// MethodRule is what the sidecar does with one method's calls, as the
-// collapser_method_rule_info labels say it.
-type MethodRule struct {
-	// Action is "collapse" or "passthrough".
-	Action string
-	// Reason says why a method passes through ("policy", "unannotated",
-	// "unknown_kind", "streaming"); "" when collapsed.
-	Reason string
-}
-
 // Sources are what a Sidecar reads at every scrape.
 type Sources struct {
 	// Stats returns the collapse engine's state (required).
 	Stats func() collapse.Stats
-	// Methods returns the rule of every method the sidecar knows; their
+	// Methods returns the rule of every method the sidecar knows, which
+	// collapser_method_rule_info labels with its action and reason; their
 	// request and backend call series are exported at 0 before their first
 	// call. Nil: no method is known.
-	Methods func() map[string]MethodRule
+	Methods func() map[string]policy.Rule
 	// Peers says the sidecar forwards collapsed calls to their owners: the
 	// peer series of collapsed methods are exported at 0 too.
 	Peers bool
@@ -230,7 +222,7 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 			if len(m) > MaxMethodLabelBytes {
 				continue
 			}
-			ch <- prometheus.MustNewConstMetric(s.ruleInfo, prometheus.GaugeValue, 1, m, r.Action, r.Reason)
+			ch <- prometheus.MustNewConstMetric(s.ruleInfo, prometheus.GaugeValue, 1, m, r.Action.String(), r.Reason)
 			s.touch(m, r)
 		}
 	}
@@ -259,13 +251,14 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 
 // touch creates method's series of the outcomes its rule can give, with
 // code OK, and its backend call series, at 0 when they are new.
-func (s *Sidecar) touch(method string, r MethodRule) {
+func (s *Sidecar) touch(method string, r policy.Rule) {
 	ok := codes.OK.String()
-	if r.Action == "replay" {
+	switch r.Action {
+	case policy.Replay:
 		for _, o := range replay.Outcomes {
 			s.streamRequests.WithLabelValues(method, o.String(), ok)
 		}
-	} else if r.Action == "collapse" {
+	case policy.Collapse:
 		for _, o := range collapse.Outcomes {
 			s.requests.WithLabelValues(method, o.String(), ok)
 			if s.sources.Peers {
@@ -276,7 +269,7 @@ func (s *Sidecar) touch(method string, r MethodRule) {
 			s.peerCalls.WithLabelValues(method, ok)
 			s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
 		}
-	} else {
+	default:
 		s.requests.WithLabelValues(method, outcomePassthrough, ok)
 	}
 	s.backendCalls.WithLabelValues(method, ok)

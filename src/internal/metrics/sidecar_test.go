@@ -70,8 +70,8 @@ func TestNewSidecar_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
 }
 
 func TestSidecar_MetricNamesMatchContractAndPassLint(t *testing.T) {
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]MethodRule {
-		return map[string]MethodRule{"/a.B/C": {Action: "passthrough", Reason: "unannotated"}}
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule {
+		return map[string]policy.Rule{"/a.B/C": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated}}
 	}})
 	s.ObserveRequest(sayHello, "leader", codes.OK)
 	s.ObserveBackendCall(sayHello, codes.OK, time.Millisecond)
@@ -214,11 +214,11 @@ func TestSidecar_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
 }
 
 func TestSidecar_KnownMethodsKeepTheirLabelsAndStartAtZero(t *testing.T) {
-	rules := map[string]MethodRule{
-		sayHello:                    {Action: "collapse"},
-		"/hello.v1.Stats/GetCounts": {Action: "passthrough", Reason: "unannotated"},
+	rules := map[string]policy.Rule{
+		sayHello:                    {Action: policy.Collapse},
+		"/hello.v1.Stats/GetCounts": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated},
 	}
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]MethodRule { return rules }})
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
 	for i := range MaxUnknownMethods { // unknown methods fill their allowance first
 		s.ObserveRequest(fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
 	}
@@ -271,8 +271,8 @@ collapser_policy_reloads_total{result="success"} 1
 }
 
 func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
-	rules := map[string]MethodRule{sayHello: {Action: "collapse"}}
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]MethodRule { return rules }, Peers: true})
+	rules := map[string]policy.Rule{sayHello: {Action: policy.Collapse}}
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
 	if _, err := reg.Gather(); err != nil { // the series of a known method start at 0
 		t.Fatal(err)
 	}
@@ -298,9 +298,9 @@ func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
 
 func TestSidecar_StreamRequestsAndGauges(t *testing.T) {
 	const feed = "/hello.v1.Greeter/StreamHellos"
-	rules := map[string]MethodRule{feed: {Action: "replay"}}
+	rules := map[string]policy.Rule{feed: {Action: policy.Replay}}
 	s, reg := newTestSidecarWith(t, Sources{
-		Methods: func() map[string]MethodRule { return rules },
+		Methods: func() map[string]policy.Rule { return rules },
 		Streams: func() replay.Stats { return replay.Stats{Live: 1, Held: 2, Readers: 30, Bytes: 4096} },
 	})
 	if _, err := reg.Gather(); err != nil {

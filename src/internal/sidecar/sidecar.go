@@ -126,7 +126,7 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.C
 	observer, err := metrics.NewSidecar(registry, metrics.Sources{
 		Stats:   func() collapse.Stats { return p.Stats() },
 		Streams: func() replay.Stats { return p.StreamStats() },
-		Methods: func() map[string]metrics.MethodRule { return methodRules(decider.Rules()) },
+		Methods: func() map[string]policy.Rule { return decider.Rules() },
 		Peers:   peerConn != nil,
 	})
 	if err != nil {
@@ -201,15 +201,6 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.C
 		peer:     peerServer,
 		metrics:  metrics.Handler(registry),
 	}, nil
-}
-
-// methodRules turns the policy's rules into the metrics' view of them.
-func methodRules(rules map[string]policy.Rule) map[string]metrics.MethodRule {
-	out := make(map[string]metrics.MethodRule, len(rules))
-	for m, r := range rules {
-		out[m] = metrics.MethodRule{Action: r.Action.String(), Reason: r.Reason}
-	}
-	return out
 }
 
 // Listeners are where a Sidecar serves.
