@@ -129,8 +129,15 @@ or, when it is null, whether more than one pod can run.
 {{- if kindIs "bool" .Values.peers.enabled }}
 {{- .Values.peers.enabled }}
 {{- else }}
-{{- or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- include "collapser.severalPods" . }}
 {{- end }}
+{{- end }}
+
+{{/*
+"true" when more than one collapser pod can run: replicaCount above 1, or autoscaling.
+*/}}
+{{- define "collapser.severalPods" -}}
+{{- or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
 {{- end }}
 
 {{/*
@@ -145,7 +152,7 @@ and where a reader of per-pod counts finds every pod.
 What NOTES says about more than one pod: a port-forward reaches one of them.
 */}}
 {{- define "collapser.replicaText" -}}
-{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- if eq (include "collapser.severalPods" .) "true" }}
 {{- if eq (include "collapser.peersEnabled" .) "true" -}}
 With several pods, a port-forward reaches one of them, and so does its count; the sidecars
 forward each key's call to the pod that owns it, so the backends' total is what counts:
