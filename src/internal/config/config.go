@@ -200,10 +200,9 @@ func (c Sidecar) validate() error {
 	check(c.MaxConcurrentStreams > 0 && c.MaxConcurrentStreams <= math.MaxUint32, "max-concurrent-streams", "must be in [1, %d], got %d", uint32(math.MaxUint32), c.MaxConcurrentStreams)
 	check(c.MaxHeaderBytes >= 1024 && c.MaxHeaderBytes <= math.MaxUint32, "max-header-bytes", "must be in [1024, %d], got %d", uint32(math.MaxUint32), c.MaxHeaderBytes)
 	check(c.MemoryLimit >= 0, "memory-limit", "must not be negative, got %d", c.MemoryLimit)
-	if caches := c.CacheMaxBytes + c.StreamCacheMaxBytes; c.MemoryLimit > 0 && caches > c.GoMemoryLimit() {
-		check(false, "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-cache-max-bytes = %d",
-			c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
-	}
+	caches := c.CacheMaxBytes + c.StreamCacheMaxBytes
+	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-cache-max-bytes = %d",
+		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
 	check(c.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", c.ShutdownTimeout)
 	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format", "must be json or text, got %q", c.LogFormat)
 	return errors.Join(errs...)
