@@ -13,10 +13,12 @@ import (
 	"github.com/gruntwork-io/terratest/modules/k8s"
 	"github.com/gruntwork-io/terratest/modules/retry"
 
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/demo"
 )
 
-const sayHello = "/hello.v1.Greeter/SayHello"
+// sayHello is the unary method the demo calls and the sidecar collapses.
+const sayHello = hellov1.Greeter_SayHello_FullMethodName
 
 // prometheusAPI forwards a local port to the release's Prometheus and
 // returns the URL of its HTTP API.
