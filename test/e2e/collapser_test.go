@@ -26,6 +26,9 @@ const (
 	burst          = 10_000
 )
 
+// proxyPodSelector lists the release's proxy pods (backend + sidecar).
+var proxyPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
+
 // TestCollapserOnKind installs the chart into a kind cluster and checks,
 // from the hello backend's own counter, that the sidecar collapses bursts,
 // that the dashboard, evaluated through Prometheus as Grafana would, shows
@@ -218,9 +221,8 @@ func restrictedNamespace(t *testing.T, s settings, name string) *k8s.KubectlOpti
 // name. A pod named replaced must be gone.
 func waitForProxyPod(t *testing.T, kubectl *k8s.KubectlOptions, replaced string) string {
 	t.Helper()
-	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
 	return retry.DoWithRetry(t, "proxy pod available (replacing "+replaced+")", 150, 2*time.Second, func() (string, error) {
-		pods := k8s.ListPods(t, kubectl, selector)
+		pods := k8s.ListPods(t, kubectl, proxyPodSelector)
 		if len(pods) == 1 && pods[0].Name != replaced && pods[0].DeletionTimestamp == nil && k8s.IsPodAvailable(&pods[0]) {
 			return pods[0].Name, nil
 		}
