@@ -47,9 +47,9 @@ func TestCollapserOnKind(t *testing.T) {
 	opts := helmOptions(s, kubectl, cacheTTL)
 	helm.Install(t, opts, s.chartDir, release)
 	podName := waitForProxyPod(t, kubectl, "")
-	var promAPI string
+	var prom panelquery.Client
 	if s.prometheus {
-		promAPI = prometheusAPI(t, kubectl)
+		prom = prometheusClient(t, kubectl)
 	}
 
 	var burstReport *demo.Report
@@ -57,7 +57,7 @@ func TestCollapserOnKind(t *testing.T) {
 	t.Run("burst of identical calls makes one backend call", func(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
 		if s.prometheus {
-			waitForFirstScrape(t, promAPI)
+			waitForFirstScrape(t, prom)
 		}
 		report := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
 		burstReport, burstEnd = report, time.Now()
@@ -87,7 +87,7 @@ func TestCollapserOnKind(t *testing.T) {
 				t.Fatal("the burst did not run")
 			}
 			target, backend := openTunnels(t, kubectl)
-			checkDashboard(t, s, panelquery.Client{URL: promAPI}, target, backend, burstReport, burstEnd)
+			checkDashboard(t, s, prom, target, backend, burstReport, burstEnd)
 		})
 	}
 
@@ -115,7 +115,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	if s.prometheus {
 		t.Run("prometheus scrapes the sidecar and agrees with the backend", func(t *testing.T) {
-			checkPrometheus(t, kubectl, promAPI)
+			checkPrometheus(t, kubectl, prom)
 		})
 	}
 

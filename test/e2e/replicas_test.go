@@ -62,9 +62,9 @@ func checkReplicas(t *testing.T, s settings) {
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
 	waitForEndpoints(t, kubectl, replicas)
-	var promAPI string
+	var prom panelquery.Client
 	if s.prometheus {
-		promAPI = prometheusAPI(t, kubectl)
+		prom = prometheusClient(t, kubectl)
 	}
 
 	host := release + "." + kubectl.Namespace + ".svc"
@@ -97,7 +97,7 @@ func checkReplicas(t *testing.T, s settings) {
 	var peered *spreadBurst
 	t.Run("a burst spread over three pods makes one backend call", func(t *testing.T) {
 		if s.prometheus {
-			waitForPodScrapes(t, promAPI, replicas)
+			waitForPodScrapes(t, prom, replicas)
 		}
 		before := podRequests(t, kubectl)
 		r := mustBurst(t, "peered")
@@ -121,7 +121,7 @@ func checkReplicas(t *testing.T, s settings) {
 			if peered == nil {
 				t.Fatal("the burst did not run")
 			}
-			checkReplicasDashboard(t, s, panelquery.Client{URL: promAPI}, *peered)
+			checkReplicasDashboard(t, s, prom, *peered)
 		})
 	}
 
