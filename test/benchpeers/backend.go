@@ -12,7 +12,7 @@ import (
 )
 
 // sayHello is the method every run calls and whose backend count is read.
-const sayHello = "/hello.v1.Greeter/SayHello"
+const sayHello = hellov1.Greeter_SayHello_FullMethodName
 
 // callTimeout bounds each call the harness makes itself.
 const callTimeout = 5 * time.Second

@@ -40,9 +40,10 @@ func runScenario(ctx context.Context, cfg config, meter cpuMeter, sc scenario, p
 // rounds of direct, collapser, nginx and plain in turn.
 func measureRounds(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *stack, progress io.Writer) (scenarioResult, error) {
 	res := scenarioResult{Scenario: sc, LoadBefore: loadAverage()}
+	warmup, recorded := cfg.loadOf(sc, true), cfg.loadOf(sc, false)
 	if cfg.warmup > 0 {
 		for _, t := range st.targets {
-			if _, err := measure(ctx, cfg, meter, st, t, cfg.loadOf(sc, true)); err != nil {
+			if _, err := measure(ctx, cfg, meter, st, t, warmup); err != nil {
 				return res, fmt.Errorf("warm-up: %w", err)
 			}
 		}
@@ -50,7 +51,7 @@ func measureRounds(ctx context.Context, cfg config, meter cpuMeter, sc scenario,
 	for round := 1; round <= cfg.rounds; round++ {
 		var directRPS float64
 		for _, t := range st.targets {
-			m, err := measure(ctx, cfg, meter, st, t, cfg.loadOf(sc, false))
+			m, err := measure(ctx, cfg, meter, st, t, recorded)
 			if err != nil {
 				return res, fmt.Errorf("round %d: %w", round, err)
 			}

@@ -35,34 +35,47 @@ type cpuMeter struct {
 // now in process group pgid (nginx's master and workers; a Go server's one
 // process).
 func (m cpuMeter) groupCPU(pgid int) (time.Duration, error) {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	stats, err := groupStats(pgid)
 	if err != nil {
 		return 0, err
 	}
+	if len(stats) == 0 {
+		return 0, fmt.Errorf("no process in group %d", pgid)
+	}
 	var ticks uint64
-	found := false
-	for _, path := range stats {
+	for _, st := range stats {
+		ticks += st.utime + st.stime
+	}
+	return time.Duration(ticks) * time.Second / time.Duration(m.ticksPerSecond), nil
+}
+
+// groupStats returns the parsed /proc/<pid>/stat of every process now in
+// process group pgid, zombies included.
+func groupStats(pgid int) ([]procStat, error) {
+	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	var stats []procStat
+	for _, path := range paths {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			continue // the process exited since the glob
 		}
 		st, err := parseStat(b)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if st.pgrp == pgid {
-			ticks += st.utime + st.stime
-			found = true
+			stats = append(stats, st)
 		}
 	}
-	if !found {
-		return 0, fmt.Errorf("no process in group %d", pgid)
-	}
-	return time.Duration(ticks) * time.Second / time.Duration(m.ticksPerSecond), nil
+	return stats, nil
 }
 
 // procStat holds the fields of /proc/<pid>/stat the harness reads.
 type procStat struct {
+	state        byte // R, S, Z (zombie), …
 	pgrp         int
 	utime, stime uint64 // clock ticks
 }
@@ -86,5 +99,5 @@ func parseStat(b []byte) (procStat, error) {
 	if err := errors.Join(errP, errU, errS); err != nil {
 		return procStat{}, fmt.Errorf("stat: %w", err)
 	}
-	return procStat{pgrp: pgrp, utime: utime, stime: stime}, nil
+	return procStat{state: rest[3-3][0], pgrp: pgrp, utime: utime, stime: stime}, nil
 }

@@ -12,7 +12,7 @@ func TestParseStat_CountsFieldsFromTheLastParenthesis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := procStat{pgrp: 4240, utime: 731, stime: 88}
+	want := procStat{state: 'S', pgrp: 4240, utime: 731, stime: 88}
 	if got != want {
 		t.Errorf("parseStat = %+v, want %+v", got, want)
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -42,31 +40,17 @@ func TestProcessStop_ReportsAProcessThatExitedByItself(t *testing.T) {
 // groupSize returns how many live (not zombie) processes are in group pgid.
 func groupSize(t *testing.T, pgid int) int {
 	t.Helper()
-	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+	stats, err := groupStats(pgid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		if st, err := parseStat(b); err == nil && st.pgrp == pgid && !isZombie(b) {
+	for _, st := range stats {
+		if st.state != 'Z' {
 			n++
 		}
 	}
 	return n
-}
-
-// isZombie reports whether a /proc/<pid>/stat line is of a zombie.
-func isZombie(stat []byte) bool {
-	for i := len(stat) - 1; i >= 0; i-- {
-		if stat[i] == ')' {
-			return i+2 < len(stat) && stat[i+2] == 'Z'
-		}
-	}
-	return false
 }
 
 // waitUntil polls cond every 10 ms for up to defaultTestTimeout.

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // readyTimeout bounds how long a server may take to get ready.
@@ -39,7 +40,6 @@ func waitFor(ctx context.Context, p *process, check func(context.Context) error)
 // method the rule action ("collapse" or "passthrough"): it has learnt the
 // method from the backend's reflection and follows the scenario's policy.
 func collapserRuleIs(url, method, action string) func(context.Context) error {
-	want := []string{`action="` + action + `"`, `method="` + method + `"`}
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -52,17 +52,20 @@ func collapserRuleIs(url, method, action string) func(context.Context) error {
 			return err
 		}
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "collapser_method_rule_info{") && strings.HasSuffix(line, " 1") &&
-				strings.Contains(line, want[0]) && strings.Contains(line, want[1]) {
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", url, err)
+		}
+		for _, m := range families["collapser_method_rule_info"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["method"] == method && labels["action"] == action && m.GetGauge().GetValue() == 1 {
 				return nil
 			}
 		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", url, err)
-		}
-		return fmt.Errorf("%s: no collapser_method_rule_info with %s", url, strings.Join(want, ", "))
+		return fmt.Errorf("%s: no collapser_method_rule_info with action=%q, method=%q", url, action, method)
 	}
 }

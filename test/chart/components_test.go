@@ -76,12 +76,7 @@ func TestRender_ServiceExposesGRPCAndMetricsButNoBackendPort(t *testing.T) {
 	if len(ports) != len(want) {
 		t.Errorf("ports %v, want %v", ports, want)
 	}
-	podPorts := map[string]bool{}
-	for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
-		for _, p := range c.Ports {
-			podPorts[p.Name] = true
-		}
-	}
+	podPorts := containerPortNames(r.deployments[fullname].Spec.Template.Spec)
 	for name, w := range want {
 		p, ok := ports[name]
 		if !ok {

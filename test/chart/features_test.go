@@ -72,12 +72,7 @@ func TestRender_NetworkPolicyOpensOnlyTheSidecarAndMetricsPorts(t *testing.T) {
 				t.Errorf("gRPC from %d peers, want %d: %+v", len(grpc.From), tt.grpcPeers, grpc.From)
 			}
 			// Every named port is a port of a container of the pod.
-			declared := map[string]bool{}
-			for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
-				for _, p := range c.Ports {
-					declared[p.Name] = true
-				}
-			}
+			declared := containerPortNames(r.deployments[fullname].Spec.Template.Spec)
 			for _, rule := range np.Spec.Ingress {
 				for _, name := range portNames(rule.Ports) {
 					if !declared[name] {

@@ -285,6 +285,18 @@ func containerNames(spec corev1.PodSpec) []string {
 	return names
 }
 
+// containerPortNames returns the set of the names of a pod spec's container
+// ports.
+func containerPortNames(spec corev1.PodSpec) map[string]bool {
+	names := map[string]bool{}
+	for _, c := range spec.Containers {
+		for _, p := range c.Ports {
+			names[p.Name] = true
+		}
+	}
+	return names
+}
+
 // envMap returns a container's literal environment variables.
 func envMap(c corev1.Container) map[string]string {
 	m := map[string]string{}

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -8,21 +9,6 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 )
-
-// env returns the value of the sidecar's variable name, "" when unset.
-func sidecarEnv(r *rendered, name string) (string, bool) {
-	for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
-		if c.Name != "collapser" {
-			continue
-		}
-		for _, e := range c.Env {
-			if e.Name == name {
-				return e.Value, true
-			}
-		}
-	}
-	return "", false
-}
 
 func TestRender_PeersFollowTheNumberOfPods(t *testing.T) {
 	const target = "dns:///" + fullname + "-pods." + namespace + ".svc.cluster.local:50053"
@@ -41,33 +27,27 @@ func TestRender_PeersFollowTheNumberOfPods(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := render(t, "", tt.set...)
-			got, ok := sidecarEnv(r, "COLLAPSER_PEERS")
+			spec := r.deployments[fullname].Spec.Template.Spec
+			// Both variables are literal values (no valueFrom), which envMap holds.
+			env := envMap(container(t, spec, "collapser"))
+			got, ok := env["COLLAPSER_PEERS"]
 			if ok != tt.peers || tt.peers && got != target {
 				t.Errorf("COLLAPSER_PEERS = %q (set %v), want %v with %s", got, ok, tt.peers, target)
 			}
-			if listen, _ := sidecarEnv(r, "COLLAPSER_PEER_LISTEN"); tt.peers && listen != ":50053" {
+			if listen := env["COLLAPSER_PEER_LISTEN"]; tt.peers && listen != ":50053" {
 				t.Errorf("COLLAPSER_PEER_LISTEN = %q, want :50053", listen)
 			}
-			var containerPorts []string
-			for _, c := range r.deployments[fullname].Spec.Template.Spec.Containers {
-				for _, p := range c.Ports {
-					containerPorts = append(containerPorts, p.Name)
-				}
-			}
-			if slices.Contains(containerPorts, "peer") != tt.peers {
-				t.Errorf("container ports %v, want a peer port: %v", containerPorts, tt.peers)
+			if containerPorts := containerPortNames(spec); containerPorts["peer"] != tt.peers {
+				t.Errorf("container ports %v, want a peer port: %v", slices.Sorted(maps.Keys(containerPorts)), tt.peers)
 			}
 			pods := r.services[fullname+"-pods"]
 			if pods == nil || pods.Spec.ClusterIP != corev1.ClusterIPNone {
 				t.Fatalf("no headless Service %s-pods: %+v", fullname, pods)
 			}
 			selects(t, pods, r.deployments[fullname].Spec.Template.Labels)
-			var svcPorts []string
-			for _, p := range pods.Spec.Ports {
-				svcPorts = append(svcPorts, p.Name)
-			}
-			if slices.Contains(svcPorts, "peer") != tt.peers {
-				t.Errorf("headless Service ports %v, want a peer port: %v", svcPorts, tt.peers)
+			svcPorts := servicePorts(pods)
+			if _, ok := svcPorts["peer"]; ok != tt.peers {
+				t.Errorf("headless Service ports %v, want a peer port: %v", slices.Sorted(maps.Keys(svcPorts)), tt.peers)
 			}
 			if hpa := r.hpas[fullname]; (hpa != nil) != tt.hpa {
 				t.Errorf("HorizontalPodAutoscaler rendered %v, want %v", hpa != nil, tt.hpa)

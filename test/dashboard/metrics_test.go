@@ -28,7 +28,7 @@ const (
 	// pollInterval paces the checks for a metric to appear.
 	pollInterval = 50 * time.Millisecond
 	// sayHelloMethod is the unary method the test calls through the sidecar.
-	sayHelloMethod = "/hello.v1.Greeter/SayHello"
+	sayHelloMethod = hellov1.Greeter_SayHello_FullMethodName
 	// concurrentCalls identical SayHello calls are sent at once so that the
 	// sidecar collapses them.
 	concurrentCalls = 8
@@ -38,10 +38,9 @@ const (
 
 // replayPolicy is the sidecar's policy file: StreamHellos replayed, so that
 // the stream series exist.
-const replayPolicy = `methods:
-  - name: /hello.v1.Greeter/StreamHellos
-    stream: replay
-`
+const replayPolicy = "methods:\n" +
+	"  - name: " + hellov1.Greeter_StreamHellos_FullMethodName + "\n" +
+	"    stream: replay\n"
 
 func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 	if testing.Short() {

@@ -26,6 +26,9 @@ const (
 	burst          = 10_000
 )
 
+// proxyPodSelector lists the release's proxy pods (backend + sidecar).
+var proxyPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
+
 // TestCollapserOnKind installs the chart into a kind cluster and checks,
 // from the hello backend's own counter, that the sidecar collapses bursts,
 // that the dashboard, evaluated through Prometheus as Grafana would, shows
@@ -44,9 +47,9 @@ func TestCollapserOnKind(t *testing.T) {
 	opts := helmOptions(s, kubectl, cacheTTL)
 	helm.Install(t, opts, s.chartDir, release)
 	podName := waitForProxyPod(t, kubectl, "")
-	var promAPI string
+	var prom panelquery.Client
 	if s.prometheus {
-		promAPI = prometheusAPI(t, kubectl)
+		prom = prometheusClient(t, kubectl)
 	}
 
 	var burstReport *demo.Report
@@ -54,7 +57,7 @@ func TestCollapserOnKind(t *testing.T) {
 	t.Run("burst of identical calls makes one backend call", func(t *testing.T) {
 		target, backend := openTunnels(t, kubectl)
 		if s.prometheus {
-			waitForFirstScrape(t, promAPI)
+			waitForFirstScrape(t, prom)
 		}
 		report := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
 		burstReport, burstEnd = report, time.Now()
@@ -84,7 +87,7 @@ func TestCollapserOnKind(t *testing.T) {
 				t.Fatal("the burst did not run")
 			}
 			target, backend := openTunnels(t, kubectl)
-			checkDashboard(t, s, panelquery.Client{URL: promAPI}, target, backend, burstReport, burstEnd)
+			checkDashboard(t, s, prom, target, backend, burstReport, burstEnd)
 		})
 	}
 
@@ -112,7 +115,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	if s.prometheus {
 		t.Run("prometheus scrapes the sidecar and agrees with the backend", func(t *testing.T) {
-			checkPrometheus(t, kubectl, promAPI)
+			checkPrometheus(t, kubectl, prom)
 		})
 	}
 
@@ -218,9 +221,8 @@ func restrictedNamespace(t *testing.T, s settings, name string) *k8s.KubectlOpti
 // name. A pod named replaced must be gone.
 func waitForProxyPod(t *testing.T, kubectl *k8s.KubectlOptions, replaced string) string {
 	t.Helper()
-	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
 	return retry.DoWithRetry(t, "proxy pod available (replacing "+replaced+")", 150, 2*time.Second, func() (string, error) {
-		pods := k8s.ListPods(t, kubectl, selector)
+		pods := k8s.ListPods(t, kubectl, proxyPodSelector)
 		if len(pods) == 1 && pods[0].Name != replaced && pods[0].DeletionTimestamp == nil && k8s.IsPodAvailable(&pods[0]) {
 			return pods[0].Name, nil
 		}

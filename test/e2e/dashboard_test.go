@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -124,26 +122,16 @@ func latencyBucket(t *testing.T, prom panelquery.Client, at time.Time) [2]float6
 // provisions (jsonData.timeInterval): the one Grafana computes with.
 func scrapeInterval(t *testing.T, prom panelquery.Client) time.Duration {
 	t.Helper()
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(prom.URL + "/api/v1/status/config")
+	config, err := prom.Config(t.Context())
 	if err != nil {
 		t.Fatalf("read the Prometheus config: %v", err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Data struct {
-			YAML string `json:"yaml"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatalf("decode the Prometheus config: %v", err)
 	}
 	var cfg struct {
 		Global struct {
 			ScrapeInterval string `json:"scrape_interval"`
 		} `json:"global"`
 	}
-	if err := yaml.Unmarshal([]byte(body.Data.YAML), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte(config), &cfg); err != nil {
 		t.Fatalf("Prometheus config: %v", err)
 	}
 	d, err := time.ParseDuration(cfg.Global.ScrapeInterval)

@@ -168,7 +168,7 @@ func byPod(series []panelquery.Series) (map[string]float64, error) {
 // waitForPodScrapes waits until Prometheus has scraped every pod's sidecar
 // and backend, and holds each sidecar's joined SayHello series at 0: a
 // burst then rises from a sample before it in every pod.
-func waitForPodScrapes(t *testing.T, api string, pods int) {
+func waitForPodScrapes(t *testing.T, prom panelquery.Client, pods int) {
 	t.Helper()
 	queries := []string{
 		`count(up{job="collapser"} == 1)`,
@@ -177,7 +177,7 @@ func waitForPodScrapes(t *testing.T, api string, pods int) {
 	}
 	retry.DoWithRetry(t, fmt.Sprintf("Prometheus scraped %d pods", pods), 24, 5*time.Second, func() (string, error) {
 		for _, q := range queries {
-			n, err := queryScalar(api, q)
+			n, err := queryScalar(t.Context(), prom, q)
 			if err != nil {
 				return "", err
 			}

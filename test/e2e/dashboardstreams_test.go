@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/demo"
 )
 
 const (
-	streamHellos = "/hello.v1.Greeter/StreamHellos"
+	// streamHellos is the streaming method the policy replays.
+	streamHellos = hellov1.Greeter_StreamHellos_FullMethodName
 	// streamHeld is the TTL of StreamHellos's rule: how long an ended
 	// stream is kept and replayed whole. Longer than a scrape interval, so
 	// that Prometheus sees it held.

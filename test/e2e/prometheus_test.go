@@ -2,37 +2,36 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gruntwork-io/terratest/modules/k8s"
 	"github.com/gruntwork-io/terratest/modules/retry"
 
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/test/panelquery"
 )
 
-const sayHello = "/hello.v1.Greeter/SayHello"
+// sayHello is the unary method the demo calls and the sidecar collapses.
+const sayHello = hellov1.Greeter_SayHello_FullMethodName
 
-// prometheusAPI forwards a local port to the release's Prometheus and
-// returns the URL of its HTTP API.
-func prometheusAPI(t *testing.T, kubectl *k8s.KubectlOptions) string {
+// prometheusClient forwards a local port to the release's Prometheus and
+// returns a client of its HTTP API.
+func prometheusClient(t *testing.T, kubectl *k8s.KubectlOptions) panelquery.Client {
 	t.Helper()
 	tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release+"-prometheus", 0, 9090)
 	tunnel.ForwardPort(t)
 	t.Cleanup(tunnel.Close)
-	return "http://" + tunnel.Endpoint()
+	return panelquery.Client{URL: "http://" + tunnel.Endpoint()}
 }
 
 // waitForFirstScrape waits until Prometheus holds the series the burst will
 // raise, at 0: the sidecar's joined requests of SayHello and the backend's
 // own count. The rate panels then see the burst as a rise from a sample
 // before it, as after make deploy a while before make demo.
-func waitForFirstScrape(t *testing.T, api string) {
+func waitForFirstScrape(t *testing.T, prom panelquery.Client) {
 	t.Helper()
 	queries := []string{
 		fmt.Sprintf(`collapser_requests_total{method=%q, outcome="joined", code="OK"} == 0`, sayHello),
@@ -40,7 +39,7 @@ func waitForFirstScrape(t *testing.T, api string) {
 	}
 	retry.DoWithRetry(t, "Prometheus scraped the sidecar's and the backend's series at 0", 24, 5*time.Second, func() (string, error) {
 		for _, q := range queries {
-			if _, err := queryScalar(api, q); err != nil {
+			if _, err := queryScalar(t.Context(), prom, q); err != nil {
 				return "", err
 			}
 		}
@@ -51,7 +50,7 @@ func waitForFirstScrape(t *testing.T, api string) {
 // checkPrometheus asks the in-cluster Prometheus whether it scrapes the
 // sidecar and the backend, and waits until its count of the sidecar's
 // backend calls equals the backend's own count, read from its metrics.
-func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions, api string) {
+func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions, prom panelquery.Client) {
 	_, backend := openTunnels(t, kubectl)
 	truth := backendCount(t, backend)
 
@@ -73,7 +72,7 @@ func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions, api string) {
 	agreed := retry.DoWithRetry(t, "Prometheus agrees with the backend", 24, 5*time.Second, func() (string, error) {
 		got := map[string]float64{}
 		for name, q := range queries {
-			v, err := queryScalar(api, q)
+			v, err := queryScalar(t.Context(), prom, q)
 			if err != nil {
 				t.Logf("%s: %v", name, err)
 				continue
@@ -88,37 +87,17 @@ func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions, api string) {
 	t.Logf("Prometheus agrees with the backend: %s", agreed)
 }
 
-// queryScalar runs an instant query whose result is one sample.
-func queryScalar(api, query string) (float64, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(api + "/api/v1/query?query=" + url.QueryEscape(query))
+// queryScalar runs an instant query, at Prometheus's now, whose result is
+// one sample.
+func queryScalar(ctx context.Context, prom panelquery.Client, query string) (float64, error) {
+	series, err := prom.Instant(ctx, query, time.Time{})
 	if err != nil {
-		return 0, fmt.Errorf("query %s: %w", query, err)
+		return 0, err
 	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Value [2]any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
+	if len(series) != 1 || len(series[0].Samples) != 1 {
+		return 0, fmt.Errorf("query %s: %d series, want 1 of one sample", query, len(series))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return 0, fmt.Errorf("query %s: decode: %w", query, err)
-	}
-	if body.Status != "success" {
-		return 0, fmt.Errorf("query %s: %s", query, body.Error)
-	}
-	if len(body.Data.Result) != 1 {
-		return 0, fmt.Errorf("query %s: %d samples, want 1", query, len(body.Data.Result))
-	}
-	s, ok := body.Data.Result[0].Value[1].(string)
-	if !ok {
-		return 0, fmt.Errorf("query %s: value %v is not a string", query, body.Data.Result[0].Value[1])
-	}
-	return strconv.ParseFloat(s, 64)
+	return series[0].Samples[0].Value, nil
 }
 
 // backendCount reads how many SayHello calls the hello backend received,

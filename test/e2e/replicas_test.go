@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,9 +62,9 @@ func checkReplicas(t *testing.T, s settings) {
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
 	waitForEndpoints(t, kubectl, replicas)
-	var promAPI string
+	var prom panelquery.Client
 	if s.prometheus {
-		promAPI = prometheusAPI(t, kubectl)
+		prom = prometheusClient(t, kubectl)
 	}
 
 	host := release + "." + kubectl.Namespace + ".svc"
@@ -95,7 +97,7 @@ func checkReplicas(t *testing.T, s settings) {
 	var peered *spreadBurst
 	t.Run("a burst spread over three pods makes one backend call", func(t *testing.T) {
 		if s.prometheus {
-			waitForPodScrapes(t, promAPI, replicas)
+			waitForPodScrapes(t, prom, replicas)
 		}
 		before := podRequests(t, kubectl)
 		r := mustBurst(t, "peered")
@@ -119,13 +121,13 @@ func checkReplicas(t *testing.T, s settings) {
 			if peered == nil {
 				t.Fatal("the burst did not run")
 			}
-			checkReplicasDashboard(t, s, panelquery.Client{URL: promAPI}, *peered)
+			checkReplicasDashboard(t, s, prom, *peered)
 		})
 	}
 
 	t.Run("without peers the same burst makes one backend call per pod", func(t *testing.T) {
 		off := *opts
-		off.SetValues = clone(opts.SetValues)
+		off.SetValues = maps.Clone(opts.SetValues)
 		off.SetValues["peers.enabled"] = "false"
 		helm.Upgrade(t, &off, s.chartDir, release)
 		waitForProxyPods(t, kubectl, replicas)
@@ -172,7 +174,7 @@ func checkReplicas(t *testing.T, s settings) {
 		pods := waitForProxyPods(t, kubectl, replicas+1)
 		var added string
 		for _, p := range pods {
-			if !contains(old, p.Name) {
+			if !slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.Name == p.Name }) {
 				added = p.Name
 			}
 		}
@@ -208,9 +210,8 @@ func checkReplicas(t *testing.T, s settings) {
 // proxyPods returns the release's proxy pods that are not going away.
 func proxyPods(t *testing.T, kubectl *k8s.KubectlOptions) []corev1.Pod {
 	t.Helper()
-	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
 	var live []corev1.Pod
-	for _, p := range k8s.ListPods(t, kubectl, selector) {
+	for _, p := range k8s.ListPods(t, kubectl, proxyPodSelector) {
 		if p.DeletionTimestamp == nil {
 			live = append(live, p)
 		}
@@ -223,9 +224,8 @@ func proxyPods(t *testing.T, kubectl *k8s.KubectlOptions) []corev1.Pod {
 func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=proxy"}
 	retry.DoWithRetry(t, fmt.Sprintf("%d proxy pods available", n), 150, 2*time.Second, func() (string, error) {
-		all := k8s.ListPods(t, kubectl, selector)
+		all := k8s.ListPods(t, kubectl, proxyPodSelector)
 		pods = pods[:0]
 		for _, p := range all {
 			if p.DeletionTimestamp == nil && k8s.IsPodAvailable(&p) {
@@ -255,12 +255,12 @@ func waitForEndpoints(t *testing.T, kubectl *k8s.KubectlOptions, n int) {
 	}
 	var since time.Time
 	retry.DoWithRetry(t, fmt.Sprintf("%d ready endpoints of service %s", n, release), 60, time.Second, func() (string, error) {
-		slices, err := clientset.DiscoveryV1().EndpointSlices(kubectl.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + release})
+		list, err := clientset.DiscoveryV1().EndpointSlices(kubectl.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + release})
 		if err != nil {
 			return "", err
 		}
 		ready := 0
-		for _, sl := range slices.Items {
+		for _, sl := range list.Items {
 			for _, ep := range sl.Endpoints {
 				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
 					ready++
@@ -356,21 +356,4 @@ func jsonOf(logs string) string {
 		return logs[i:]
 	}
 	return logs
-}
-
-func contains(pods []corev1.Pod, name string) bool {
-	for _, p := range pods {
-		if p.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func clone(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -41,7 +41,7 @@ func (c Client) Run(ctx context.Context, q Query) ([]Series, error) {
 	if q.Instant {
 		return c.Instant(ctx, q.Expr, q.End)
 	}
-	return c.get(ctx, "/api/v1/query_range", url.Values{
+	return c.query(ctx, "/api/v1/query_range", url.Values{
 		"query": {q.Expr},
 		"start": {formatTime(q.Start)},
 		"end":   {formatTime(q.End)},
@@ -49,15 +49,50 @@ func (c Client) Run(ctx context.Context, q Query) ([]Series, error) {
 	})
 }
 
-// Instant evaluates expr at t.
+// Instant evaluates expr at t; a zero t leaves the time to Prometheus (its
+// now), as the time parameter is then not sent.
 func (c Client) Instant(ctx context.Context, expr string, t time.Time) ([]Series, error) {
-	return c.get(ctx, "/api/v1/query", url.Values{"query": {expr}, "time": {formatTime(t)}})
+	params := url.Values{"query": {expr}}
+	if !t.IsZero() {
+		params.Set("time", formatTime(t))
+	}
+	return c.query(ctx, "/api/v1/query", params)
 }
 
-func (c Client) get(ctx context.Context, path string, params url.Values) ([]Series, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+path+"?"+params.Encode(), nil)
+// Config returns the configuration Prometheus runs with, as YAML
+// (/api/v1/status/config): the loaded file, its defaults filled in.
+func (c Client) Config(ctx context.Context) (string, error) {
+	var data struct {
+		YAML string `json:"yaml"`
+	}
+	if err := c.get(ctx, "/api/v1/status/config", nil, &data); err != nil {
+		return "", fmt.Errorf("config: %w", err)
+	}
+	return data.YAML, nil
+}
+
+// query runs the query of params at path and decodes its result.
+func (c Client) query(ctx context.Context, path string, params url.Values) ([]Series, error) {
+	var data struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if err := c.get(ctx, path, params, &data); err != nil {
+		return nil, fmt.Errorf("query %q: %w", params.Get("query"), err)
+	}
+	series, err := decodeResult(data.ResultType, data.Result)
 	if err != nil {
 		return nil, fmt.Errorf("query %q: %w", params.Get("query"), err)
+	}
+	return series, nil
+}
+
+// get calls the API at path and decodes the data of its answer into data,
+// or returns the error Prometheus answered with.
+func (c Client) get(ctx context.Context, path string, params url.Values, data any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+path+"?"+params.Encode(), nil)
+	if err != nil {
+		return err
 	}
 	client := c.HTTP
 	if client == nil {
@@ -65,28 +100,24 @@ func (c Client) get(ctx context.Context, path string, params url.Values) ([]Seri
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("query %q: %w", params.Get("query"), err)
+		return err
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string          `json:"resultType"`
-			Result     json.RawMessage `json:"result"`
-		} `json:"data"`
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("query %q: %s: decode: %w", params.Get("query"), resp.Status, err)
+		return fmt.Errorf("%s: decode: %w", resp.Status, err)
 	}
 	if body.Status != "success" {
-		return nil, fmt.Errorf("query %q: %s: %s", params.Get("query"), resp.Status, body.Error)
+		return fmt.Errorf("%s: %s", resp.Status, body.Error)
 	}
-	series, err := decodeResult(body.Data.ResultType, body.Data.Result)
-	if err != nil {
-		return nil, fmt.Errorf("query %q: %w", params.Get("query"), err)
+	if err := json.Unmarshal(body.Data, data); err != nil {
+		return fmt.Errorf("%s: decode data: %w", resp.Status, err)
 	}
-	return series, nil
+	return nil
 }
 
 // point is a sample as the API writes it: [unix seconds, "value"].

@@ -2,6 +2,7 @@ package panelquery
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -80,17 +81,51 @@ func TestClient_RunsInstantAndRangeQueries(t *testing.T) {
 	}
 }
 
+func TestClient_InstantAtTheZeroTimeLeavesTheTimeToPrometheus(t *testing.T) {
+	srv, got := fakeAPI(t, `{"status":"success","data":{"resultType":"vector","result":[]}}`, http.StatusOK)
+	if _, err := (Client{URL: srv.URL, HTTP: srv.Client()}).Instant(context.Background(), "up", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("path") != "/api/v1/query" || got.Get("query") != "up" || got.Has("time") {
+		t.Errorf("request %v, want a query of up at /api/v1/query with no time", *got)
+	}
+}
+
+func TestClient_ReadsTheConfig(t *testing.T) {
+	const yaml = "global:\n  scrape_interval: 5s\n"
+	srv, got := fakeAPI(t, fmt.Sprintf(`{"status":"success","data":{"yaml":%q}}`, yaml), http.StatusOK)
+	cfg, err := (Client{URL: srv.URL, HTTP: srv.Client()}).Config(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("path") != "/api/v1/status/config" || cfg != yaml {
+		t.Errorf("config from %s = %q, want %q from /api/v1/status/config", got.Get("path"), cfg, yaml)
+	}
+}
+
 func TestClient_ReportsPrometheusErrors(t *testing.T) {
+	calls := map[string]func(Client) error{
+		"instant query": func(c Client) error {
+			_, err := c.Instant(context.Background(), "up{", time.Now())
+			return err
+		},
+		"config": func(c Client) error {
+			_, err := c.Config(context.Background())
+			return err
+		},
+	}
 	for _, tt := range []struct{ name, body string }{
 		{"error status", `{"status":"error","errorType":"bad_data","error":"parse error"}`},
 		{"not JSON", `<html>bad gateway</html>`},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			srv, _ := fakeAPI(t, tt.body, http.StatusBadRequest)
-			if _, err := (Client{URL: srv.URL, HTTP: srv.Client()}).Instant(context.Background(), "up{", time.Now()); err == nil {
-				t.Error("no error")
-			}
-		})
+		for call, run := range calls {
+			t.Run(tt.name+", "+call, func(t *testing.T) {
+				srv, _ := fakeAPI(t, tt.body, http.StatusBadRequest)
+				if err := run(Client{URL: srv.URL, HTTP: srv.Client()}); err == nil {
+					t.Error("no error")
+				}
+			})
+		}
 	}
 }
 
