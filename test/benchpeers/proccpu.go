@@ -88,16 +88,17 @@ func parseStat(b []byte) (procStat, error) {
 	if end < 0 {
 		return procStat{}, errors.New("stat: no command name")
 	}
-	// After the name: field 3 (state) is rest[0], so field n is rest[n-3].
+	// After the name comes field 3 (state), so field n is rest[n-3].
 	rest := strings.Fields(string(b[end+1:]))
 	if len(rest) < 13 {
 		return procStat{}, fmt.Errorf("stat: %d fields after the name, want at least 13", len(rest))
 	}
-	pgrp, errP := strconv.Atoi(rest[5-3])
-	utime, errU := strconv.ParseUint(rest[14-3], 10, 64)
-	stime, errS := strconv.ParseUint(rest[15-3], 10, 64)
+	field := func(n int) string { return rest[n-3] }
+	pgrp, errP := strconv.Atoi(field(5))
+	utime, errU := strconv.ParseUint(field(14), 10, 64)
+	stime, errS := strconv.ParseUint(field(15), 10, 64)
 	if err := errors.Join(errP, errU, errS); err != nil {
 		return procStat{}, fmt.Errorf("stat: %w", err)
 	}
-	return procStat{state: rest[3-3][0], pgrp: pgrp, utime: utime, stime: stime}, nil
+	return procStat{state: field(3)[0], pgrp: pgrp, utime: utime, stime: stime}, nil
 }
