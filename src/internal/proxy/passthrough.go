@@ -157,8 +157,8 @@ func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream) error {
 			}
 			return err
 		}
-		if err := ss.SendMsg(&f); err != nil {
-			return fmt.Errorf("proxy backend→caller: send to caller: %w", err)
+		if err := sendToCaller(ss, &f); err != nil {
+			return fmt.Errorf("proxy backend→caller: %w", err)
 		}
 	}
 }

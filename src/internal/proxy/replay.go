@@ -78,8 +78,8 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 		case err != nil:
 			return status.FromContextError(err).Err()
 		}
-		if err := ss.SendMsg(&frame{payload: msg}); err != nil {
-			return fmt.Errorf("proxy: send to caller: %w", err)
+		if err := sendToCaller(ss, &frame{payload: msg}); err != nil {
+			return fmt.Errorf("proxy: %w", err)
 		}
 	}
 }
