@@ -2,7 +2,6 @@ package demo
 
 import (
 	"bytes"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -78,15 +77,8 @@ func TestRun_TimedOutRequestsAreErrorsByCode(t *testing.T) {
 }
 
 func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatalf("close listener: %v", err)
-	}
-	_, err = Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 1})
+	addr := testkit.ClosedAddr(t)
+	_, err := Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 1})
 	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
 		t.Errorf("Run against closed port: err = %v, want one naming the unreachable target", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -22,17 +21,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
-}
-
 func TestRun_ServesMetricsUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--listen=127.0.0.1:0", "--backend=127.0.0.1:1"},
-			env(map[string]string{"COLLAPSER_METRICS_LISTEN": "127.0.0.1:0"}), pw)
+			testkit.Env(map[string]string{"COLLAPSER_METRICS_LISTEN": "127.0.0.1:0"}), pw)
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
@@ -53,22 +48,17 @@ func TestRun_ServesMetricsUntilCancelled(t *testing.T) {
 		t.Errorf("metrics lack collapser_inflight_keys:\n%s", body)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("run did not return after cancel")
+	if err := testkit.Recv(t, "run to return after cancel", done); err != nil {
+		t.Errorf("run: %v", err)
 	}
 }
 
 func TestRun_BadConfigurationIsAnError(t *testing.T) {
-	err := run(context.Background(), nil, env(map[string]string{"COLLAPSER_CACHE_TTL": "forever"}), io.Discard)
+	err := run(context.Background(), nil, testkit.Env(map[string]string{"COLLAPSER_CACHE_TTL": "forever"}), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "COLLAPSER_CACHE_TTL") {
 		t.Errorf("run() = %v, want an error naming COLLAPSER_CACHE_TTL", err)
 	}
-	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if err := run(context.Background(), []string{"-h"}, testkit.Env(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("run(-h) = %v, want flag.ErrHelp", err)
 	}
 }
@@ -89,11 +79,11 @@ func TestSetGoMemoryLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			debug.SetMemoryLimit(unlimited)
-			cfg, err := config.Parse(nil, env(tt.env), io.Discard)
+			cfg, err := config.Parse(nil, testkit.Env(tt.env), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
-			setGoMemoryLimit(cfg, env(tt.env), slog.New(slog.DiscardHandler))
+			setGoMemoryLimit(cfg, testkit.Env(tt.env), slog.New(slog.DiscardHandler))
 			if got := debug.SetMemoryLimit(-1); got != tt.want {
 				t.Errorf("Go memory limit = %d, want %d", got, tt.want)
 			}

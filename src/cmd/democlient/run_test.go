@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -83,15 +82,8 @@ func TestRun_FailedRequestsMakeTheRunFailAfterTheReport(t *testing.T) {
 }
 
 func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatalf("close listener: %v", err)
-	}
-	err = run(testkit.Context(t), []string{"--target", addr, "--backend", addr}, &bytes.Buffer{}, &bytes.Buffer{})
+	addr := testkit.ClosedAddr(t)
+	err := run(testkit.Context(t), []string{"--target", addr, "--backend", addr}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
 		t.Errorf("err = %v, want one naming the unreachable target", err)
 	}

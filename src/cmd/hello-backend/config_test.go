@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestParseConfig_DefaultsEnvAndFlagsInThatOrder(t *testing.T) {
@@ -25,7 +27,7 @@ func TestParseConfig_DefaultsEnvAndFlagsInThatOrder(t *testing.T) {
 			config{":3", ":2113", 0, 0, time.Second, slog.LevelWarn}},
 	}
 	for _, tt := range tests {
-		got, err := parseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		got, err := parseConfig(tt.args, testkit.Env(tt.env), io.Discard, io.Discard)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: parseConfig = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
@@ -46,7 +48,7 @@ func TestParseConfig_BadValuesAreErrorsNamingTheirSource(t *testing.T) {
 		{"unknown flag", nil, []string{"--nope"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
-		_, err := parseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		_, err := parseConfig(tt.args, testkit.Env(tt.env), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
 		}
@@ -55,7 +57,7 @@ func TestParseConfig_BadValuesAreErrorsNamingTheirSource(t *testing.T) {
 
 func TestParseConfig_HelpGoesToStdout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &stdout, &stderr)
+	_, err := parseConfig([]string{"-h"}, testkit.Env(nil), &stdout, &stderr)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("err = %v, want flag.ErrHelp", err)
 	}

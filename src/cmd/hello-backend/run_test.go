@@ -117,13 +117,8 @@ func TestRun_ServesGreeterHealthReflectionMetricsAndHTTPHealthUntilCancelled(t *
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after cancel: %v", err)
-		}
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("run did not return after its context was cancelled")
+	if err := testkit.Recv(t, "run to return after its context was cancelled", done); err != nil {
+		t.Errorf("run after cancel: %v", err)
 	}
 }
 

@@ -82,11 +82,7 @@ func watch(t *testing.T, cc grpc.ClientConnInterface, initial healthpb.HealthChe
 	}()
 	stop := func() {
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(testkit.DefaultTimeout):
-			t.Fatal("Watch did not return after its context ended")
-		}
+		testkit.Recv(t, "Watch to return after its context ended", done)
 	}
 	t.Cleanup(stop)
 	return sidecar, stop

@@ -149,7 +149,7 @@ func TestGroup_StaleWhileRevalidateAnswersAtOnceAndRefreshesOnce(t *testing.T) {
 			t.Fatalf("caller %d got %+v, want the stale result", i, r)
 		}
 	}
-	recv(t, refresh.started)
+	testkit.Recv(t, "the refresh to start", refresh.started)
 	if n := refresh.calls.Load(); n != 1 {
 		t.Fatalf("refreshes started = %d, want 1", n)
 	}
@@ -224,12 +224,12 @@ func TestGroup_StaleIfErrorReachesFollowers(t *testing.T) {
 	clock.Store(int64(time.Minute))
 	call := newGate("", errors.New("down"))
 	leader := doAsync(g, context.Background(), "k", opts, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	follower := doAsync(g, context.Background(), "k", opts, call.fn)
 	waitWaiters(t, g, 2)
 	close(call.release)
 	for _, c := range []<-chan result{leader, follower} {
-		if r := recv(t, c); r != (result{"good", StaleOnError, nil}) {
+		if r := testkit.Recv(t, "a caller's result", c); r != (result{"good", StaleOnError, nil}) {
 			t.Errorf("got %+v, want the last good result", r)
 		}
 	}
@@ -245,7 +245,7 @@ func TestGroup_PrivateValueGoesOnlyToItsLeader(t *testing.T) {
 		}
 	}
 	leader := doAsync(g, context.Background(), "k", opts, shared.fn)
-	recv(t, shared.started)
+	testkit.Recv(t, "the shared call to start", shared.started)
 
 	// Each follower makes a call of its own with its own function.
 	var own atomic.Int64
@@ -261,11 +261,11 @@ func TestGroup_PrivateValueGoesOnlyToItsLeader(t *testing.T) {
 	}
 	waitWaiters(t, g, 4)
 	close(shared.release)
-	if r := recv(t, leader); r != (result{"private:leader", Lead, nil}) {
+	if r := testkit.Recv(t, "the leader's result", leader); r != (result{"private:leader", Lead, nil}) {
 		t.Errorf("leader got %+v, want its own private value", r)
 	}
 	for _, f := range followers {
-		if r := recv(t, f); r != (result{"private:follower", Private, nil}) {
+		if r := testkit.Recv(t, "a follower's result", f); r != (result{"private:follower", Private, nil}) {
 			t.Errorf("follower got %+v, want its own call's value", r)
 		}
 	}

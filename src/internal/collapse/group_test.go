@@ -18,7 +18,7 @@ func TestGroup_DuplicateCallsShareOneCall(t *testing.T) {
 
 	const n = 100
 	leader := doAsync(g, context.Background(), "k", nil, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	var followers []<-chan result
 	for range n - 1 {
 		followers = append(followers, doAsync(g, context.Background(), "k", nil, call.fn))
@@ -26,11 +26,11 @@ func TestGroup_DuplicateCallsShareOneCall(t *testing.T) {
 	waitWaiters(t, g, n)
 	close(call.release)
 
-	if r := recv(t, leader); r != (result{"v", Lead, nil}) {
+	if r := testkit.Recv(t, "the leader's result", leader); r != (result{"v", Lead, nil}) {
 		t.Errorf("leader got %+v, want v/leader/nil", r)
 	}
 	for _, f := range followers {
-		if r := recv(t, f); r != (result{"v", Join, nil}) {
+		if r := testkit.Recv(t, "a follower's result", f); r != (result{"v", Join, nil}) {
 			t.Errorf("follower got %+v, want v/joined/nil", r)
 		}
 	}
@@ -59,12 +59,12 @@ func TestGroup_ErrorsReachFollowersAndAreNotKept(t *testing.T) {
 	opts := &CallOptions{TTL: time.Hour}
 
 	leader := doAsync(g, context.Background(), "k", opts, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	follower := doAsync(g, context.Background(), "k", opts, call.fn)
 	waitWaiters(t, g, 2)
 	close(call.release)
 	for _, c := range []<-chan result{leader, follower} {
-		if r := recv(t, c); !errors.Is(r.err, boom) {
+		if r := testkit.Recv(t, "a caller's result", c); !errors.Is(r.err, boom) {
 			t.Errorf("got err %v, want boom", r.err)
 		}
 	}
@@ -83,13 +83,13 @@ func TestGroup_PanicReachesEveryWaiterAndWorkerSurvives(t *testing.T) {
 		panic("kaboom")
 	}
 	leader := doAsync(g, context.Background(), "k", nil, fn)
-	recv(t, started)
+	testkit.Recv(t, "the call to start", started)
 	follower := doAsync(g, context.Background(), "k", nil, fn)
 	waitWaiters(t, g, 2)
 	close(release)
 	for _, c := range []<-chan result{leader, follower} {
 		var pe *PanicError
-		if r := recv(t, c); !errors.As(r.err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
+		if r := testkit.Recv(t, "a caller's result", c); !errors.As(r.err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
 			t.Errorf("got err %v, want a *PanicError with kaboom and a stack", r.err)
 		}
 	}
@@ -113,11 +113,11 @@ func TestGroup_GoexitReachesEveryWaiter(t *testing.T) {
 		})
 		t.Error("Do returned to a leader whose call ran runtime.Goexit")
 	}()
-	recv(t, started)
+	testkit.Recv(t, "the call to start", started)
 	follower := doAsync(g, context.Background(), "k", nil, value("x", nil))
 	waitWaiters(t, g, 2)
 	close(release)
-	if r := recv(t, follower); !errors.Is(r.err, ErrGoexit) {
+	if r := testkit.Recv(t, "the follower's result", follower); !errors.Is(r.err, ErrGoexit) {
 		t.Errorf("follower err = %v, want ErrGoexit", r.err)
 	}
 	<-leaderDone
@@ -132,7 +132,7 @@ func TestGroup_LeaderLeavingDoesNotFailFollowers(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	leader := doAsync(g, ctx, "k", nil, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	follower := doAsync(g, context.Background(), "k", nil, call.fn)
 	waitWaiters(t, g, 2)
 
@@ -140,10 +140,10 @@ func TestGroup_LeaderLeavingDoesNotFailFollowers(t *testing.T) {
 	// it ends (a gRPC caller has its answer from its own client by then).
 	cancel()
 	close(call.release)
-	if r := recv(t, follower); r.val != "v" || r.err != nil {
+	if r := testkit.Recv(t, "the follower's result", follower); r.val != "v" || r.err != nil {
 		t.Errorf("follower got %+v, want v", r)
 	}
-	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) || r.outcome != Lead {
+	if r := testkit.Recv(t, "the leader's result", leader); !errors.Is(r.err, context.Canceled) || r.outcome != Lead {
 		t.Errorf("leader got %+v, want canceled", r)
 	}
 	if n := len(call.ended); n != 0 {
@@ -156,14 +156,14 @@ func TestGroup_EachFollowerStopsAtItsOwnDeadline(t *testing.T) {
 	call := newGate("v", nil)
 
 	leader := doAsync(g, context.Background(), "k", nil, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	if r := recv(t, doAsync(g, ctx, "k", nil, call.fn)); !errors.Is(r.err, context.DeadlineExceeded) || r.outcome != Join {
+	if r := testkit.Recv(t, "the call's result", doAsync(g, ctx, "k", nil, call.fn)); !errors.Is(r.err, context.DeadlineExceeded) || r.outcome != Join {
 		t.Errorf("short follower got %+v, want deadline exceeded", r)
 	}
 	close(call.release)
-	if r := recv(t, leader); r.val != "v" || r.err != nil {
+	if r := testkit.Recv(t, "the leader's result", leader); r.val != "v" || r.err != nil {
 		t.Errorf("leader got %+v, want v", r)
 	}
 }
@@ -176,7 +176,7 @@ func TestGroup_LastWaiterLeavingCancelsTheCall(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	leader := doAsync(g, ctx1, "k", opts, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	follower := doAsync(g, ctx2, "k", opts, call.fn)
 	waitWaiters(t, g, 2)
 
@@ -188,11 +188,11 @@ func TestGroup_LastWaiterLeavingCancelsTheCall(t *testing.T) {
 	default:
 	}
 	cancel2()
-	recv(t, follower)
-	if err := recv(t, call.ended); !errors.Is(err, context.Canceled) {
+	testkit.Recv(t, "the follower's result", follower)
+	if err := testkit.Recv(t, "the call to end by its context", call.ended); !errors.Is(err, context.Canceled) {
 		t.Errorf("call's context ended with %v, want Canceled", err)
 	}
-	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) {
+	if r := testkit.Recv(t, "the leader's result", leader); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("leader got %+v, want canceled", r)
 	}
 
@@ -214,11 +214,11 @@ func TestGroup_FinishKeepsAnAbandonedCallForTheCache(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	leader := doAsync(g, ctx, "k", opts, call.fn)
-	recv(t, call.started)
+	testkit.Recv(t, "the call to start", call.started)
 	cancel()
 	time.Sleep(10 * time.Millisecond) // the call would be cancelled by now
 	close(call.release)
-	if r := recv(t, leader); !errors.Is(r.err, context.Canceled) {
+	if r := testkit.Recv(t, "the leader's result", leader); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("leader got %+v, want canceled", r)
 	}
 	if n := len(call.ended); n != 0 {
@@ -232,7 +232,7 @@ func TestGroup_FinishKeepsAnAbandonedCallForTheCache(t *testing.T) {
 func TestGroup_CallTimeoutBoundsTheCall(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{})
 	call := newGate("v", nil)
-	r := recv(t, doAsync(g, context.Background(), "k", &CallOptions{Timeout: 10 * time.Millisecond}, call.fn))
+	r := testkit.Recv(t, "the call's result", doAsync(g, context.Background(), "k", &CallOptions{Timeout: 10 * time.Millisecond}, call.fn))
 	if !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Errorf("got %+v, want the call's own deadline", r)
 	}
@@ -242,20 +242,20 @@ func TestGroup_MaxCallsQueuesWithinTheCallersWait(t *testing.T) {
 	g, _ := newTestGroup(t, Options[string]{MaxCalls: 1})
 	busy := newGate("busy", nil)
 	first := doAsync(g, context.Background(), "a", nil, busy.fn)
-	recv(t, busy.started)
+	testkit.Recv(t, "the busy call to start", busy.started)
 
 	// A second key's call waits for the slot; its caller's deadline ends the
 	// wait, and the queued call is dropped without running.
 	var calls atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if r := recv(t, doAsync(g, ctx, "b", nil, value("b", &calls))); !errors.Is(r.err, context.DeadlineExceeded) {
+	if r := testkit.Recv(t, "the call's result", doAsync(g, ctx, "b", nil, value("b", &calls))); !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Errorf("queued caller got %+v, want its own deadline", r)
 	}
 	testkit.WaitFor(t, "the queue to empty", func() bool { return g.Stats().Queued == 0 })
 
 	// Without a deadline of the caller, the call's timeout ends the wait.
-	r := recv(t, doAsync(g, context.Background(), "c", &CallOptions{Timeout: 20 * time.Millisecond}, value("c", &calls)))
+	r := testkit.Recv(t, "the call's result", doAsync(g, context.Background(), "c", &CallOptions{Timeout: 20 * time.Millisecond}, value("c", &calls)))
 	if !errors.Is(r.err, ErrOverloaded) {
 		t.Errorf("queued call got %+v, want ErrOverloaded", r)
 	}
@@ -264,10 +264,10 @@ func TestGroup_MaxCallsQueuesWithinTheCallersWait(t *testing.T) {
 	queued := doAsync(g, context.Background(), "d", nil, value("d", &calls))
 	testkit.WaitFor(t, "a queued call", func() bool { return g.Stats().Queued == 1 })
 	close(busy.release)
-	if r := recv(t, queued); r != (result{"d", Lead, nil}) {
+	if r := testkit.Recv(t, "the queued call's result", queued); r != (result{"d", Lead, nil}) {
 		t.Errorf("queued call got %+v, want d", r)
 	}
-	recv(t, first)
+	testkit.Recv(t, "the first call's result", first)
 	if calls.Load() != 1 {
 		t.Errorf("calls = %d, want 1 (only d ran)", calls.Load())
 	}

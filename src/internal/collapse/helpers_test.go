@@ -5,7 +5,6 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -72,18 +71,6 @@ func failing(err error, calls *atomic.Int64) func(*Call) (string, error) {
 			calls.Add(1)
 		}
 		return "", err
-	}
-}
-
-func recv[T any](t *testing.T, c <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("timed out waiting")
-		var zero T
-		return zero
 	}
 }
 

@@ -9,14 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-func env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
-}
-
 func TestParse_NoConfigurationGivesDefaults(t *testing.T) {
-	got, err := Parse(nil, env(nil), io.Discard)
+	got, err := Parse(nil, testkit.Env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +34,7 @@ func TestParse_EnvironmentAndFlags(t *testing.T) {
 		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "true",
 		"COLLAPSER_LOG_LEVEL":                       "debug",
 	}
-	got, err := Parse([]string{"--backend", "localhost:7000", "--unary-methods=/a.B/C,/a.B/D"}, env(vars), io.Discard)
+	got, err := Parse([]string{"--backend", "localhost:7000", "--unary-methods=/a.B/C,/a.B/D"}, testkit.Env(vars), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +74,7 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.args, env(tt.env), io.Discard)
+			_, err := Parse(tt.args, testkit.Env(tt.env), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Parse() error = %v, want one naming %q", err, tt.want)
 			}
@@ -96,7 +94,7 @@ func TestGoMemoryLimit_IsNinetyPercentOfTheContainersLimit(t *testing.T) {
 			t.Errorf("MemoryLimit %d: GoMemoryLimit() = %d, want %d", tt.limit, got, tt.want)
 		}
 	}
-	c, err := Parse(nil, env(map[string]string{"COLLAPSER_MEMORY_LIMIT": "268435456"}), io.Discard)
+	c, err := Parse(nil, testkit.Env(map[string]string{"COLLAPSER_MEMORY_LIMIT": "268435456"}), io.Discard)
 	if err != nil || c.MemoryLimit != 256<<20 {
 		t.Errorf("Parse(COLLAPSER_MEMORY_LIMIT=268435456) = %d, %v; want the chart's default limit accepted", c.MemoryLimit, err)
 	}
@@ -104,7 +102,7 @@ func TestGoMemoryLimit_IsNinetyPercentOfTheContainersLimit(t *testing.T) {
 
 func TestParse_HelpListsEveryVariable(t *testing.T) {
 	var out strings.Builder
-	_, err := Parse([]string{"-h"}, env(nil), &out)
+	_, err := Parse([]string{"-h"}, testkit.Env(nil), &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestApply_VariablesSetFlagsAndCommandLineWins(t *testing.T) {
@@ -12,7 +14,7 @@ func TestApply_VariablesSetFlagsAndCommandLineWins(t *testing.T) {
 	ttl := fs.Duration("cache-ttl", time.Second, "")
 	addr := fs.String("listen", ":1", "")
 	env := map[string]string{"P_CACHE_TTL": "5s", "P_LISTEN": ":2"}
-	if err := Apply(fs, "P_", func(k string) string { return env[k] }); err != nil {
+	if err := Apply(fs, "P_", testkit.Env(env)); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.Parse([]string{"--listen=:3"}); err != nil {
@@ -28,7 +30,7 @@ func TestApply_BadValuesAreNamed(t *testing.T) {
 	fs.Duration("a-b", 0, "")
 	fs.Int("c", 0, "")
 	env := map[string]string{"X_A_B": "soon", "X_C": "many"}
-	err := Apply(fs, "X_", func(k string) string { return env[k] })
+	err := Apply(fs, "X_", testkit.Env(env))
 	if err == nil || !strings.Contains(err.Error(), `X_A_B="soon"`) || !strings.Contains(err.Error(), `X_C="many"`) {
 		t.Errorf("Apply() = %v, want errors naming X_A_B and X_C", err)
 	}

@@ -105,10 +105,6 @@ func runResolver(t *testing.T, r *Resolver) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(testkit.DefaultTimeout):
-			t.Error("Run did not return after its context ended")
-		}
+		testkit.Recv(t, "Run to return after its context ended", done)
 	})
 }

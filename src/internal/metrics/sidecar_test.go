@@ -36,7 +36,9 @@ func newTestSidecar(t *testing.T, stats func() collapse.Stats) (*Sidecar, *prome
 	return newTestSidecarWith(t, Sources{Stats: stats})
 }
 
-func newTestSidecarWith(t *testing.T, src Sources) (*Sidecar, *prometheus.Registry) {
+// newTestSidecarWith builds a Sidecar of src on a registry of its own,
+// reading empty stats where src has no Stats or Streams.
+func newTestSidecarWith(t testing.TB, src Sources) (*Sidecar, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if src.Stats == nil {

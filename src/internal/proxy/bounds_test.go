@@ -108,7 +108,7 @@ func TestUnary_BackendCallsAreBoundedAndTheOverflowIsResourceExhausted(t *testin
 	}
 	close(stuck.release)
 	for _, c := range []<-chan result{first, second} {
-		await(t, c)
+		testkit.Recv(t, "a call to finish", c)
 	}
 	if r := sayHello(ctx, s.client, "e", ""); r.err != nil {
 		t.Errorf("call once the slots are free: %v", r.err)

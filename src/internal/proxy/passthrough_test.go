@@ -153,13 +153,8 @@ func TestPassthrough_CancellationReachesTheBackend(t *testing.T) {
 		t.Fatalf("Recv first frame: %v", err)
 	}
 	cancel()
-	select {
-	case err := <-b.streamEnded:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("backend stream ended with %v, want context.Canceled", err)
-		}
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("backend stream was not cancelled")
+	if err := testkit.Recv(t, "the backend stream to end", b.streamEnded); !errors.Is(err, context.Canceled) {
+		t.Errorf("backend stream ended with %v, want context.Canceled", err)
 	}
 	if got := s.waitForRequests(t, 1)[0]; got.code != codes.Canceled {
 		t.Errorf("observed request = %v, want code Canceled", got)
@@ -180,15 +175,11 @@ func TestPassthrough_DeadlineReachesTheBackend(t *testing.T) {
 	if _, err := stream.Recv(); err != nil {
 		t.Fatalf("Recv: %v", err)
 	}
-	select {
-	case got := <-b.deadlines:
-		// Each hop sends the remaining time, which the next one adds to its
-		// own clock: the deadline moves by the transit time, no more.
-		if diff := got.Sub(deadline).Abs(); diff > time.Second {
-			t.Errorf("backend deadline = %v, want within 1s of %v", got, deadline)
-		}
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("backend did not report its deadline")
+	got := testkit.Recv(t, "the backend to report its deadline", b.deadlines)
+	// Each hop sends the remaining time, which the next one adds to its own
+	// clock: the deadline moves by the transit time, no more.
+	if diff := got.Sub(deadline).Abs(); diff > time.Second {
+		t.Errorf("backend deadline = %v, want within 1s of %v", got, deadline)
 	}
 }
 

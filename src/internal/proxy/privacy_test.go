@@ -38,7 +38,7 @@ func TestUnary_PrivateResponsesGoOnlyToTheCallerTheyWereMadeFor(t *testing.T) {
 			// shared call's, each follower its own call's.
 			seen := map[string]bool{}
 			for _, c := range calls {
-				r := await(t, c)
+				r := testkit.Recv(t, "a call to finish", c)
 				v := tt.private(r)
 				if r.err != nil || v == "" || seen[v] {
 					t.Errorf("caller got %q (err %v); private values so far %v", v, r.err, seen)

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,13 +21,7 @@ import (
 // hangs, the sidecar survives.
 
 func TestUnary_BackendDownGivesUnavailableToEveryWaiter(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := lis.Addr().String()
-	lis.Close() // nothing listens there any more
-	s := startSidecar(t, addr, sidecarConfig{})
+	s := startSidecar(t, testkit.ClosedAddr(t), sidecarConfig{})
 	ctx := testkit.Context(t)
 
 	chans := make([]<-chan result, 10)
@@ -36,7 +29,7 @@ func TestUnary_BackendDownGivesUnavailableToEveryWaiter(t *testing.T) {
 		chans[i] = goSayHello(ctx, s.client, "x", "")
 	}
 	for i, ch := range chans {
-		if r := await(t, ch); status.Code(r.err) != codes.Unavailable {
+		if r := testkit.Recv(t, "a call to finish", ch); status.Code(r.err) != codes.Unavailable {
 			t.Errorf("caller %d: err = %v, want Unavailable", i, r.err)
 		}
 	}
@@ -53,7 +46,7 @@ func TestUnary_BackendErrorReachesEveryWaiterAndIsNotCached(t *testing.T) {
 	close(hold)
 	want := status.Convert(errorStatus()).Proto()
 	for i, ch := range chans {
-		r := await(t, ch)
+		r := testkit.Recv(t, "a call to finish", ch)
 		if got := status.Convert(r.err).Proto(); !proto.Equal(got, want) {
 			t.Errorf("caller %d: status = %v, want %v", i, got, want)
 		}
@@ -113,7 +106,7 @@ func TestUnary_PanicInSharedCallGivesInternalToEveryWaiter(t *testing.T) {
 	chans := startHeld(t, ctx, s, n, "x", "")
 	close(panicking.hold)
 	for i, ch := range chans {
-		if r := await(t, ch); status.Code(r.err) != codes.Internal {
+		if r := testkit.Recv(t, "a call to finish", ch); status.Code(r.err) != codes.Internal {
 			t.Errorf("caller %d: err = %v, want Internal", i, r.err)
 		}
 	}
@@ -133,7 +126,7 @@ func TestUnary_BackendStoppedMidCallFailsEveryWaiter(t *testing.T) {
 	chans := startHeld(t, ctx, s, n, "x", "")
 	b.srv.Stop()
 	for i, ch := range chans {
-		if r := await(t, ch); status.Code(r.err) != codes.Unavailable {
+		if r := testkit.Recv(t, "a call to finish", ch); status.Code(r.err) != codes.Unavailable {
 			t.Errorf("caller %d: err = %v, want Unavailable", i, r.err)
 		}
 	}

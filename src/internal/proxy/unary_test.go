@@ -42,18 +42,6 @@ func goSayHello(ctx context.Context, c hellov1.GreeterClient, name, auth string,
 	return ch
 }
 
-// await returns the result from ch, failing after testkit.DefaultTimeout.
-func await(t testing.TB, ch <-chan result) result {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(testkit.DefaultTimeout):
-		t.Fatal("call did not finish")
-		return result{}
-	}
-}
-
 // startHeld starts n identical held calls and waits until all wait in the engine.
 func startHeld(t *testing.T, ctx context.Context, s *sidecar, n int, name, auth string) []<-chan result {
 	t.Helper()
@@ -74,7 +62,7 @@ func TestUnary_IdenticalConcurrentCallsShareOneBackendCall(t *testing.T) {
 
 	chans := startHeld(t, ctx, s, n, "ann", "Bearer ann")
 	close(hold)
-	first := await(t, chans[0])
+	first := testkit.Recv(t, "the first call to finish", chans[0])
 	if first.err != nil {
 		t.Fatalf("SayHello: %v", first.err)
 	}
@@ -89,7 +77,7 @@ func TestUnary_IdenticalConcurrentCallsShareOneBackendCall(t *testing.T) {
 		t.Errorf("trailer %s = %q, want [t-ann]", backendTrailerKey, got)
 	}
 	for i, ch := range chans[1:] {
-		r := await(t, ch)
+		r := testkit.Recv(t, "a call to finish", ch)
 		if r.err != nil {
 			t.Fatalf("caller %d: %v", i+1, r.err)
 		}
@@ -132,7 +120,7 @@ func TestUnary_DifferentAuthorizationNeverSharesAResponse(t *testing.T) {
 	s.waitForWaiters(t, 3)
 	close(hold)
 	for ch, want := range map[<-chan result]string{alice: "Bearer alice", bob: "Bearer bob", none: ""} {
-		if r := await(t, ch); r.err != nil || r.reply.GetCaller() != want {
+		if r := testkit.Recv(t, "a call to finish", ch); r.err != nil || r.reply.GetCaller() != want {
 			t.Errorf("caller %q got reply %v, err %v", want, r.reply, r.err)
 		}
 	}
@@ -159,7 +147,7 @@ func TestUnary_DifferentPayloadsAreNotCollapsed(t *testing.T) {
 	s.waitForWaiters(t, len(names))
 	close(hold)
 	for name, ch := range chans {
-		if r := await(t, ch); r.err != nil || r.reply.GetMessage() != "hello "+name {
+		if r := testkit.Recv(t, "a call to finish", ch); r.err != nil || r.reply.GetMessage() != "hello "+name {
 			t.Errorf("%s got reply %v, err %v", name, r.reply, r.err)
 		}
 	}
@@ -185,12 +173,12 @@ func TestUnary_LeaderCancellationDoesNotFailFollowers(t *testing.T) {
 	s.waitForWaiters(t, 1+followers)
 
 	cancelLeader()
-	if r := await(t, leader); status.Code(r.err) != codes.Canceled {
+	if r := testkit.Recv(t, "the leader's call to finish", leader); status.Code(r.err) != codes.Canceled {
 		t.Errorf("leader err = %v, want Canceled", r.err)
 	}
 	close(hold)
 	for i, ch := range chans {
-		if r := await(t, ch); r.err != nil || r.reply.GetMessage() != "hello x" {
+		if r := testkit.Recv(t, "a call to finish", ch); r.err != nil || r.reply.GetMessage() != "hello x" {
 			t.Errorf("follower %d got reply %v, err %v", i, r.reply, r.err)
 		}
 	}
@@ -209,12 +197,12 @@ func TestUnary_FollowerDeadlineEndsOnlyThatFollower(t *testing.T) {
 	shortCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	short := goSayHello(shortCtx, s.client, "x", "")
-	if r := await(t, short); status.Code(r.err) != codes.DeadlineExceeded {
+	if r := testkit.Recv(t, "the short call to finish", short); status.Code(r.err) != codes.DeadlineExceeded {
 		t.Errorf("follower with deadline: err = %v, want DeadlineExceeded", r.err)
 	}
 	close(hold)
 	for i, ch := range chans {
-		if r := await(t, ch); r.err != nil {
+		if r := testkit.Recv(t, "a call to finish", ch); r.err != nil {
 			t.Errorf("caller %d: %v", i, r.err)
 		}
 	}

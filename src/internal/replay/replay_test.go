@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,25 +143,13 @@ func TestStreams_CallersShareOneUpstreamAndLateJoinersGetEveryMessage(t *testing
 	close(src.up.msgs)
 	for i, ch := range append(early, lateResult) {
 		r := <-ch
-		if r.err != nil || !equal(r.msgs, want(100)) || r.trailer.Get("t")[0] != "1" {
+		if r.err != nil || !slices.Equal(r.msgs, want(100)) || r.trailer.Get("t")[0] != "1" {
 			t.Errorf("reader %d: %d messages, err %v, trailer %v; want all 100 in order, OK", i, len(r.msgs), r.err, r.trailer)
 		}
 	}
 	if n := src.opened.Load(); n != 1 {
 		t.Errorf("upstreams opened = %d, want 1", n)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestStreams_ErrorMidStreamReachesEveryReaderAfterItsMessages(t *testing.T) {
@@ -176,7 +165,7 @@ func TestStreams_ErrorMidStreamReachesEveryReaderAfterItsMessages(t *testing.T) 
 	send(t, src, 0, 30)
 	close(src.up.msgs)
 	for _, ch := range results {
-		if r := <-ch; !errors.Is(r.err, boom) || !equal(r.msgs, want(30)) {
+		if r := <-ch; !errors.Is(r.err, boom) || !slices.Equal(r.msgs, want(30)) {
 			t.Errorf("%d messages, err %v; want 30 then the error", len(r.msgs), r.err)
 		}
 	}
@@ -211,7 +200,7 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 	if o != Replay {
 		t.Fatalf("within the TTL: %v, want replayed", o)
 	}
-	if r := <-goRead(t, rd); r.err != nil || !equal(r.msgs, want(10)) {
+	if r := <-goRead(t, rd); r.err != nil || !slices.Equal(r.msgs, want(10)) {
 		t.Errorf("replay: %d messages, err %v", len(r.msgs), r.err)
 	}
 	now = now.Add(time.Minute)

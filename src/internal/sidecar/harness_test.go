@@ -186,19 +186,12 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 func waitServing(t testing.TB, conn *grpc.ClientConn) {
 	t.Helper()
 	client := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(testkit.DefaultTimeout)
-	for {
+	testkit.WaitFor(t, "the sidecar SERVING", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sidecar not SERVING: %v, %v", resp.GetStatus(), err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
 }
 
 // httpClient bounds every HTTP call of the tests.

@@ -41,8 +41,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	for i := range clients {
 		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.DefaultTimeout)
-	defer cancel()
+	ctx := testkit.Context(t)
 
 	replies := make([]*hellov1.HelloReply, burst)
 	errs := make([]error, burst)
@@ -54,12 +53,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	}
 	// The backend call is held until every caller waits for it: the burst
 	// fits in one backend latency by construction, whatever the machine.
-	for sc.proxy.Stats().Waiters < burst {
-		if ctx.Err() != nil {
-			t.Fatalf("only %d of %d callers waiting", sc.proxy.Stats().Waiters, burst)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, fmt.Sprintf("all %d callers waiting", burst), func() bool { return sc.proxy.Stats().Waiters >= burst })
 	close(backend.gate)
 	wg.Wait()
 

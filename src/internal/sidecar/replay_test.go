@@ -78,14 +78,14 @@ func (s streamed) consistent(n int, name string) bool {
 	return true
 }
 
-// stream calls StreamHellos and reads it to its end, or stop replies.
-func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequest, stop int) streamed {
+// stream calls StreamHellos and reads it to its end.
+func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequest) streamed {
 	s, err := c.StreamHellos(ctx, req)
 	if err != nil {
 		return streamed{err: err}
 	}
 	var out streamed
-	for stop == 0 || len(out.replies) < stop {
+	for {
 		r, err := s.Recv()
 		if errors.Is(err, io.EOF) {
 			return out
@@ -96,7 +96,6 @@ func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequ
 		}
 		out.replies = append(out.replies, r)
 	}
-	return out
 }
 
 func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
@@ -106,7 +105,7 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 	results := make([]streamed, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
-		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[i%len(clients)], req, 0) })
+		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[i%len(clients)], req) })
 	}
 	wg.Wait()
 	for i, r := range results {
@@ -141,7 +140,7 @@ func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
 	late := make([]streamed, 10)
 	var wg sync.WaitGroup
 	for i := range late {
-		wg.Go(func() { late[i] = stream(ctx, clients[0], req, 0) })
+		wg.Go(func() { late[i] = stream(ctx, clients[0], req) })
 	}
 	wg.Wait()
 	for i, r := range late {
@@ -177,7 +176,7 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 5 {
 			wg.Go(func() {
-				if r := stream(ctx, clients[0], req, 0); !r.consistent(n, name) {
+				if r := stream(ctx, clients[0], req); !r.consistent(n, name) {
 					t.Errorf("reader: %d replies, err %v", len(r.replies), r.err)
 				}
 			})
@@ -198,7 +197,7 @@ func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testi
 	results := make([]streamed, 20)
 	var wg sync.WaitGroup
 	for i := range results {
-		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[0], req, 0) })
+		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[0], req) })
 	}
 	wg.Wait()
 	for i, r := range results {
@@ -208,7 +207,7 @@ func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testi
 	}
 	// Errors are not kept: the next caller reads a new backend stream.
 	before := count()
-	stream(testkit.Context(t), clients[0], req, 0)
+	stream(testkit.Context(t), clients[0], req)
 	if after := count(); after != before+1 {
 		t.Errorf("backend streams %d then %d: a failed stream was replayed", before, after)
 	}
@@ -228,7 +227,7 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := stream(ctx, clients[0], req, 0); !r.consistent(n, "big") {
+	if r := stream(ctx, clients[0], req); !r.consistent(n, "big") {
 		t.Errorf("a caller after the bound: %d replies, err %v; want its own whole stream", len(r.replies), r.err)
 	}
 	if own := sc.metricSum(t, "collapser_stream_requests_total", map[string]string{"outcome": "own"}); own != 1 {
@@ -240,7 +239,7 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 		}
 	}
 	before := count()
-	stream(ctx, clients[0], req, 0)
+	stream(ctx, clients[0], req)
 	if after := count(); after != before+1 {
 		t.Errorf("backend streams %d then %d: an outgrown stream was kept", before, after)
 	}
@@ -249,8 +248,8 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 func TestReplay_AnEndedStreamIsReplayedWholeWithoutTheBackend(t *testing.T) {
 	sc, clients, count := replaySidecar(t, time.Minute, 1, nil)
 	req := &hellov1.HelloRequest{Name: "report", Count: 50}
-	first := stream(testkit.Context(t), clients[0], req, 0)
-	again := stream(testkit.Context(t), clients[0], req, 0)
+	first := stream(testkit.Context(t), clients[0], req)
+	again := stream(testkit.Context(t), clients[0], req)
 	if !first.consistent(50, "report") || !again.consistent(50, "report") || again.replies[0].GetCall() != first.replies[0].GetCall() {
 		t.Errorf("first %d replies (%v), again %d (%v): want the same 50 replayed", len(first.replies), first.err, len(again.replies), again.err)
 	}
@@ -268,7 +267,7 @@ func TestReplay_TheLastCallerLeavingCancelsTheBackendStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(testkit.Context(t))
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Go(func() { stream(ctx, clients[0], req, 0) })
+		wg.Go(func() { stream(ctx, clients[0], req) })
 	}
 	testkit.WaitFor(t, "three readers", func() bool { return sc.proxy.StreamStats().Readers == 3 })
 	cancel()

@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -21,16 +20,10 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 	backend := &countingBackend{gate: make(chan struct{})}
 	sc := startSidecar(t, startBackend(t, backend), nil) // no explicit method list
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.DefaultTimeout)
-	defer cancel()
+	ctx := testkit.Context(t)
 
 	// Until reflection has answered, calls pass through; wait for the kind.
-	for sc.resolver.Method(sayHello).Kind.String() != "unary" {
-		if ctx.Err() != nil {
-			t.Fatal("SayHello never learned as unary")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "SayHello learned as unary", func() bool { return sc.resolver.Method(sayHello).Kind.String() == "unary" })
 	const n = 50
 	var wg sync.WaitGroup
 	for range n {
@@ -40,9 +33,7 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 			}
 		})
 	}
-	for sc.proxy.Stats().Waiters < n && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "every caller waiting", func() bool { return sc.proxy.Stats().Waiters >= n })
 	close(backend.gate)
 	wg.Wait()
 	if got := backend.calls.Load(); got != 1 {
@@ -51,12 +42,7 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 }
 
 func TestSidecar_HealthFollowsBackend(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close() // nothing listens: the backend is down
+	addr := testkit.ClosedAddr(t) // the backend is down
 
 	sc := serveSidecar(t, addr, nil)
 	health := healthpb.NewHealthClient(dial(t, sc.addr))
@@ -75,13 +61,7 @@ func TestSidecar_HealthFollowsBackend(t *testing.T) {
 
 	// Bring the backend up on that address: the sidecar turns SERVING.
 	startBackendOn(t, addr, &countingBackend{})
-	deadline := time.Now().Add(testkit.DefaultTimeout)
-	for check() != healthpb.HealthCheckResponse_SERVING {
-		if time.Now().After(deadline) {
-			t.Fatal("sidecar never turned SERVING after the backend came up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the sidecar SERVING after the backend came up", func() bool { return check() == healthpb.HealthCheckResponse_SERVING })
 }
 
 func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
@@ -93,9 +73,7 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 		_, err := client.SayHello(context.Background(), &hellov1.HelloRequest{Name: "last"})
 		replied <- err
 	}()
-	for backend.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the call to reach the backend", func() bool { return backend.calls.Load() > 0 })
 	sc.cancel() // SIGTERM
 	select {
 	case err := <-sc.served:
@@ -103,7 +81,7 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(backend.gate)
-	if err := <-replied; err != nil {
+	if err := testkit.Recv(t, "the reply to the call in flight", replied); err != nil {
 		t.Errorf("call in flight at shutdown: %v", err)
 	}
 	if err := sc.stop(); err != nil {
@@ -118,9 +96,7 @@ func TestSidecar_LivenessServesWhileBackendIsDown(t *testing.T) {
 		"":              healthpb.HealthCheckResponse_NOT_SERVING,
 		LivenessService: healthpb.HealthCheckResponse_SERVING,
 	} {
-		c, done := context.WithTimeout(context.Background(), testkit.DefaultTimeout)
-		resp, err := health.Check(c, &healthpb.HealthCheckRequest{Service: service})
-		done()
+		resp, err := health.Check(testkit.Context(t), &healthpb.HealthCheckRequest{Service: service})
 		if err != nil || resp.GetStatus() != want {
 			t.Errorf("service %q: %v, %v; want %v", service, resp.GetStatus(), err, want)
 		}

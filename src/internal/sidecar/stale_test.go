@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
 		c.CacheTTL = ttl
 		c.StaleWhileRevalidate = time.Minute
+		c.UnaryMethods = []string{sayHello}
 	})
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
@@ -74,6 +74,7 @@ func TestStale_IfErrorServesTheLastGoodAnswerWhileTheBackendIsDown(t *testing.T)
 		c.CacheTTL = ttl
 		c.StaleIfError = window
 		c.BackendTimeout = 500 * time.Millisecond
+		c.UnaryMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	good, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"})
@@ -97,9 +98,7 @@ func TestStale_IfErrorServesTheLastGoodAnswerWhileTheBackendIsDown(t *testing.T)
 		t.Errorf("stale_on_error serves = %v, want 5", got)
 	}
 	time.Sleep(time.Until(primed.Add(ttl + window)))
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.DefaultTimeout)
-	defer cancel()
-	if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "price"}); status.Code(err) != codes.Unavailable {
+	if _, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"}); status.Code(err) != codes.Unavailable {
 		t.Errorf("after the window: %v, want UNAVAILABLE", err)
 	}
 }

@@ -1,10 +1,13 @@
 // Package testkit holds the scaffolding the tests of every package share:
-// one bound for every wait, a context that ends with it, and a polling wait.
-// It imports only the standard library, so any package's tests may use it.
+// one bound for every wait, a context that ends with it, a polling wait, a
+// bounded receive, an address nobody listens on and an environment lookup
+// over a map. It imports only the standard library, so any package's tests
+// may use it.
 package testkit
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 )
@@ -39,4 +42,40 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// Recv returns the next value from c, or its zero value at once if c is
+// closed, and fails the test naming what it waited for if nothing arrives
+// within DefaultTimeout. Like t.Fatal, call it from the test's goroutine.
+func Recv[T any](t testing.TB, what string, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(DefaultTimeout):
+		t.Fatalf("timed out after %v waiting for %s", DefaultTimeout, what)
+		var zero T
+		return zero // not reached: Fatalf ends the goroutine
+	}
+}
+
+// ClosedAddr returns a loopback address nobody listens on: one the system
+// has just handed out to a listener that is closed again.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return addr
+}
+
+// Env returns a lookup of vars shaped like os.Getenv, for code that reads
+// its environment through one: a name vars lacks reads as "".
+func Env(vars map[string]string) func(string) string {
+	return func(name string) string { return vars[name] }
 }
