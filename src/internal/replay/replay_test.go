@@ -20,19 +20,24 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // upstream is a stream the test writes: each value sent on msgs is a
-// message, closing end ends it with err.
+// message, closing msgs ends it with err.
 type upstream struct {
 	header  metadata.MD
 	msgs    chan []byte
 	err     error
-	ctx     context.Context
 	trailer metadata.MD
+}
+
+// opened is an upstream as one open returned it, ended by that open's ctx.
+type opened struct {
+	*upstream
+	ctx context.Context
 }
 
 func (u *upstream) Header() (metadata.MD, error) { return u.header, nil }
 func (u *upstream) Trailer() metadata.MD         { return u.trailer }
 
-func (u *upstream) Recv() ([]byte, error) {
+func (u opened) Recv() ([]byte, error) {
 	select {
 	case m, ok := <-u.msgs:
 		if !ok {
@@ -47,23 +52,36 @@ func (u *upstream) Recv() ([]byte, error) {
 	}
 }
 
-// source opens upstreams and counts them; ended receives each one's
-// context error when it was cancelled.
+// source opens its one upstream and counts the opens; started receives a
+// value for each of the first 16 opens.
 type source struct {
 	opened  atomic.Int64
 	up      *upstream
 	started chan struct{}
+	first   chan context.Context // the first open's context
 }
 
 func newSource(err error) *source {
-	return &source{up: &upstream{header: metadata.Pairs("h", "1"), msgs: make(chan []byte), err: err, trailer: metadata.Pairs("t", "1")}, started: make(chan struct{}, 16)}
+	return &source{up: &upstream{header: metadata.Pairs("h", "1"), msgs: make(chan []byte), err: err, trailer: metadata.Pairs("t", "1")}, started: make(chan struct{}, 16), first: make(chan context.Context, 1)}
 }
 
 func (s *source) open(ctx context.Context) (Upstream, error) {
-	s.opened.Add(1)
-	s.up.ctx = ctx
-	s.started <- struct{}{}
-	return s.up, nil
+	if s.opened.Add(1) == 1 {
+		s.first <- ctx
+	}
+	select {
+	case s.started <- struct{}{}:
+	default: // nobody counts the opens past the first 16
+	}
+	return opened{s.up, ctx}, nil
+}
+
+// firstContext returns the first open's context, once there has been one.
+func (s *source) firstContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx := testkit.Recv(t, "the first open", s.first)
+	s.first <- ctx
+	return ctx
 }
 
 // readAll reads rd to its end.
@@ -268,11 +286,12 @@ func TestStreams_LastReaderLeavingCancelsTheUpstream(t *testing.T) {
 	for _, rd := range readers[:2] {
 		rd.Close()
 	}
-	if err := src.up.ctx.Err(); err != nil {
+	upCtx := src.firstContext(t)
+	if err := upCtx.Err(); err != nil {
 		t.Fatalf("upstream cancelled (%v) while a reader remained", err)
 	}
 	readers[2].Close()
-	testkit.WaitFor(t, "the upstream's cancellation", func() bool { return src.up.ctx.Err() != nil })
+	testkit.WaitFor(t, "the upstream's cancellation", func() bool { return upCtx.Err() != nil })
 	waitStats(t, s, func(st Stats) bool { return st.Live == 0 && st.Held == 0 })
 	rd, o := s.Join("k", time.Hour, newSource(nil).open)
 	if o != Lead {
@@ -318,12 +337,12 @@ func TestStreams_ConcurrentReadersJoinAndLeave(t *testing.T) {
 			_, _, _ = readAll(t, ctx, rd)
 		})
 	}
-	<-src.started
+	upCtx := src.firstContext(t)
 	go func() {
 		for i := 0; ; i++ {
 			select {
 			case src.up.msgs <- []byte(fmt.Sprint("m", i)):
-			case <-src.up.ctx.Done():
+			case <-upCtx.Done():
 				return
 			}
 		}
