@@ -145,7 +145,7 @@ func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream) error {
 	}
 	if header != nil {
 		if err := ss.SendHeader(strip(header)); err != nil {
-			return fmt.Errorf("proxy backend→caller: send header to caller: %w", err)
+			return fmt.Errorf("proxy backend→caller: send header to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
 	for {
@@ -157,8 +157,8 @@ func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream) error {
 			}
 			return err
 		}
-		if err := sendToCaller(ss, &f); err != nil {
-			return fmt.Errorf("proxy backend→caller: %w", err)
+		if err := ss.SendMsg(&f); err != nil {
+			return fmt.Errorf("proxy backend→caller: send to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
 }

@@ -63,7 +63,7 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 	}
 	if header != nil {
 		if err := ss.SendHeader(forwardable(header)); err != nil {
-			return fmt.Errorf("proxy: send header to caller: %w", err)
+			return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
 	for {
@@ -78,8 +78,8 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 		case err != nil:
 			return status.FromContextError(err).Err()
 		}
-		if err := sendToCaller(ss, &frame{payload: msg}); err != nil {
-			return fmt.Errorf("proxy: %w", err)
+		if err := ss.SendMsg(&frame{payload: msg}); err != nil {
+			return fmt.Errorf("proxy: send to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
 }

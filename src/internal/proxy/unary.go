@@ -170,30 +170,31 @@ func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outc
 	// The metadata maps are shared by every caller: SetHeader and SetTrailer
 	// merge them into the stream's own copies and never modify them.
 	if err := ss.SetHeader(resp.Header); err != nil {
-		return fmt.Errorf("proxy: set header for caller: %w", err)
+		return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
 	}
 	if resp.Err == nil {
-		if err := sendToCaller(ss, &frame{payload: resp.Payload}); err != nil {
-			return fmt.Errorf("proxy: send response: %w", err)
+		if err := ss.SendMsg(&frame{payload: resp.Payload}); err != nil {
+			return fmt.Errorf("proxy: send response to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
 	ss.SetTrailer(resp.Trailer)
 	return resp.Err
 }
 
-// sendToCaller sends m on the caller's stream. A send the transport refuses
-// means that stream has ended: the caller has left or lost its connection,
-// and what it got is its own call's end, so that is the status returned.
-// grpc-go reports such a refusal with the stream context's error, or with
-// INTERNAL when it marks the stream done a moment before it cancels that
-// context; a message over the send limit is the one refusal the caller is
-// told of, with RESOURCE_EXHAUSTED, and it is returned as it is.
-func sendToCaller(ss grpc.ServerStream, m any) error {
-	err := ss.SendMsg(m)
-	if err == nil || status.Code(err) == codes.ResourceExhausted {
+// refusedWrite is the status of a write to the caller's stream (its
+// header or a message) that failed. The transport refuses a write when the
+// stream has ended: the caller has left or lost its connection, and what it
+// got is its own call's end, so that is the status returned. grpc-go says
+// so with the stream context's error, or, when it has marked the stream
+// done a moment before it cancels that context, with INTERNAL ("SendHeader
+// called multiple times", "Unexpected error from context packet"). A
+// message over the send limit is the one refusal the caller is told of,
+// with RESOURCE_EXHAUSTED, and it is returned as it is.
+func refusedWrite(ctx context.Context, err error) error {
+	if status.Code(err) == codes.ResourceExhausted {
 		return err
 	}
-	return status.Errorf(callstatus.Ended(ss.Context()), "send to caller: %v", err)
+	return status.Errorf(callstatus.Ended(ctx), "%v", err)
 }
 
 // callerCode is the code of the status the caller got for err. An error
