@@ -24,6 +24,8 @@ case "${1:-}" in
     kind "${args[@]}"
     ;;
   down)
+    # shellcheck source=kind-env.sh
+    source "${root}/scripts/kind-env.sh" docker
     kind delete cluster --name "${cluster}"
     ;;
   *)

@@ -14,6 +14,8 @@
 #                     KIND_CONFIG, images are never pulled (PROMETHEUS_IMAGE_PULL=0)
 #                     and GRAFANA defaults to false (its image cannot be had).
 # Expects ${root} (the repository root) to be set by the sourcing script.
+# Sourced with the argument "docker" (cluster.sh down), it only makes sure
+# dockerd runs, which deleting a cluster needs too, and builds no node image.
 
 KIND_OFFLINE_DIR="${KIND_OFFLINE_DIR:-}"
 if [[ -n "${KIND_OFFLINE_DIR}" ]]; then
@@ -24,7 +26,7 @@ if [[ -n "${KIND_OFFLINE_DIR}" ]]; then
   if [[ "$(docker info --format '{{.DefaultRuntime}}' 2>/dev/null)" != runc-bounded ]]; then
     "${KIND_OFFLINE_DIR}/docker-setup.sh"
   fi
-  if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
+  if [[ "${1:-}" != docker && -z "${KIND_NODE_IMAGE:-}" ]]; then
     echo "==> kind-offline node image (about 25 minutes the first time, seconds when cached)" >&2
     KIND_NODE_IMAGE="$("${KIND_OFFLINE_DIR}/build.sh" | tail -n 1)"
   fi
