@@ -136,12 +136,13 @@ func rssKiB(t *testing.T) int64 {
 // maxFrame is HTTP/2's default (and smallest) maximum frame size.
 const maxFrame = 16 << 10
 
-// heapInUse returns the live heap after a collection.
-func heapInUse() uint64 {
+// heapInUse returns the live heap after a collection, signed: the heap can
+// shrink between two readings, and their difference must not wrap around.
+func heapInUse() int64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	return int64(m.HeapInuse)
 }
 
 // okCall checks that a normal call through addr still works.
@@ -295,7 +296,7 @@ func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 		}
 	}
 	st := sc.proxy.Stats()
-	grown := int64(heapInUse()) - int64(heap)
+	grown := heapInUse() - heap
 	debug.FreeOSMemory() // what the heap no longer uses goes back, as the runtime's scavenger does in time
 	t.Logf("%d distinct requests of up to 1 MiB, cache limit 1 MiB: cache counts %d KiB in %d entries; heap +%d KiB, process RSS +%d KiB",
 		requests, st.Bytes>>10, st.Entries, grown>>10, rssKiB(t)-rss)
