@@ -6,7 +6,7 @@
 #
 # Installs what it needs: nginx from Debian's nginx-light (run in the foreground with
 # its own prefix and configuration, never the system service), ghz GHZ_VERSION
-# (Makefile) into BIN_DIR with `go install`. Builds the harness and the plain proxy
+# (Makefile) into bin/ through scripts/tools.sh. Builds the harness and the plain proxy
 # from test/ into BIN_DIR; make bench-peers builds collapser and hello-backend first.
 # Prints one Markdown table and writes every run to BENCH_OUT as JSON.
 #
@@ -20,7 +20,6 @@
 #     the plain proxy) and is named in the report; the chart sets collapser.gogc
 set -o errexit -o nounset -o pipefail
 
-: "${GHZ_VERSION:?set by the Makefile: run make bench-peers}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bin="$(realpath -m "${BIN_DIR:-bin}")"
@@ -40,11 +39,7 @@ nginx="$(command -v nginx || true)"
 command -v taskset >/dev/null || { echo "bench-peers: taskset (util-linux) not found" >&2; exit 1; }
 command -v getconf >/dev/null || { echo "bench-peers: getconf (libc-bin) not found" >&2; exit 1; }
 
-# ghz's own --version says "dev"; the module version is in its build info.
-if ! go version -m "$bin/ghz" 2>/dev/null | grep -qE "^\s+mod\s+github.com/bojand/ghz\s+$GHZ_VERSION\s"; then
-  echo "==> go install github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
-  GOBIN="$bin" go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
-fi
+"$root/scripts/tools.sh" ghz
 echo "==> build the harness and the plain proxy (test/benchpeers)"
 (cd test && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/" ./benchpeers ./benchpeers/plainproxy)
 
@@ -71,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "==> load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/benchpeers" --bin "$bin" --ghz "$bin/ghz" --nginx "$nginx" \
+"$bin/benchpeers" --bin "$bin" --ghz "$root/bin/ghz" --nginx "$nginx" \
   --proto "$root/src/api/hello/v1/hello.proto" --workdir "$workdir" --out "$out" \
   --revision "$revision" --rounds "${BENCH_ROUNDS:-5}" --duration "${BENCH_DURATION:-5s}" \
   --scenarios "${BENCH_SCENARIOS:-}" --client-cpus "$client_cpus" --server-cpus "$server_cpus"

@@ -10,6 +10,7 @@
 #   ct           chart-testing                          CT_VERSION
 #   kubeconform  github.com/yannh/kubeconform           KUBECONFORM_VERSION
 #   helm-docs    github.com/norwoodj/helm-docs          HELM_DOCS_VERSION
+#   ghz          github.com/bojand/ghz (make bench-peers) GHZ_VERSION
 #   kubectl      not go-installable: the kind-offline kit's
 #                ($KIND_OFFLINE_WORK/bin/kubectl) linked into bin/, else one on PATH
 #
@@ -85,6 +86,11 @@ install_kubeconform() {
 install_helm-docs() {
   need HELM_DOCS_VERSION
   goinstall helm-docs "${HELM_DOCS_VERSION}" "github.com/norwoodj/helm-docs/cmd/helm-docs@${HELM_DOCS_VERSION}" -ldflags "-s -w"
+}
+
+install_ghz() {
+  need GHZ_VERSION
+  goinstall ghz "${GHZ_VERSION}" "github.com/bojand/ghz/cmd/ghz@${GHZ_VERSION}" -ldflags "-s -w"
 }
 
 # ct: `go install ...@version` asks the proxy for its version list, which it
