@@ -1,6 +1,7 @@
 package collapse
 
 import (
+	"cmp"
 	"context"
 	"hash/maphash"
 	"sync/atomic"
@@ -49,9 +50,9 @@ var EntryOverhead = int64(unsafe.Sizeof(entry[*byte]{})) + mapSlotBytes
 // New returns a Group configured by opts.
 func New[V any](opts Options[V]) *Group[V] {
 	g := &Group[V]{
-		maxEntries:    int64(orDefault(opts.MaxEntries, DefaultMaxEntries)),
-		maxBytes:      orDefault(opts.MaxBytes, DefaultMaxBytes),
-		maxEntryBytes: orDefault(opts.MaxEntryBytes, DefaultMaxEntryBytes),
+		maxEntries:    int64(cmp.Or(opts.MaxEntries, DefaultMaxEntries)),
+		maxBytes:      cmp.Or(opts.MaxBytes, DefaultMaxBytes),
+		maxEntryBytes: cmp.Or(opts.MaxEntryBytes, DefaultMaxEntryBytes),
 		size:          opts.Size,
 		private:       opts.Private,
 		seed:          maphash.MakeSeed(),
@@ -66,13 +67,6 @@ func New[V any](opts Options[V]) *Group[V] {
 		g.shards[i].m = make(map[string]*entry[V])
 	}
 	return g
-}
-
-func orDefault[T int | int64](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // Do returns the result for key, running fn at most once for all callers

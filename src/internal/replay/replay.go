@@ -125,13 +125,5 @@ type Stats struct {
 	Bytes int64
 }
 
-// orDefault returns v, or def when v is not positive.
-func orDefault[T int | int64](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
 // nowFunc is the clock; replaced in tests.
 var nowFunc = time.Now

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -27,9 +28,9 @@ type Streams struct {
 // New returns Streams configured by o.
 func New(o Options) *Streams {
 	return &Streams{
-		maxBytes:     orDefault(o.MaxBytes, DefaultMaxBytes),
-		maxMessages:  orDefault(o.MaxMessages, DefaultMaxMessages),
-		maxHeldBytes: orDefault(o.MaxHeldBytes, DefaultMaxHeldBytes),
+		maxBytes:     cmp.Or(o.MaxBytes, DefaultMaxBytes),
+		maxMessages:  cmp.Or(o.MaxMessages, DefaultMaxMessages),
+		maxHeldBytes: cmp.Or(o.MaxHeldBytes, DefaultMaxHeldBytes),
 		private:      o.Private,
 		m:            map[string]*record{},
 	}
