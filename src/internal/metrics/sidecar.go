@@ -104,15 +104,15 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 		}),
 		peerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_calls_total",
-			Help: "Collapsed calls forwarded to the replica that owns their key, by method and the code of the owner's answer or of the failure to reach it.",
+			Help: "Collapsed calls and replayed streams forwarded to the replica that owns their key, by method and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
 		}, []string{"method", "code"}),
 		peerFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_fallbacks_total",
-			Help: "Forwarded calls that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
+			Help: "Forwarded calls and streams that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
 		}, []string{"method", "code"}),
 		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_requests_total",
-			Help: "Calls served for peers as the owner of their key, by method, how they were served (outcome) and the gRPC code the peer got.",
+			Help: "Calls and replayed streams served for peers as the owner of their key, by method, how they were served (outcome: a collapse outcome, or a replay one for streams) and the gRPC code the peer got.",
 		}, []string{"method", "outcome", "code"}),
 		streamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_stream_requests_total",
@@ -257,6 +257,9 @@ func (s *Sidecar) touch(method string, r policy.Rule) {
 	case policy.Replay:
 		for _, o := range replay.Outcomes {
 			s.streamRequests.WithLabelValues(method, o.String(), ok)
+			if s.sources.Peers {
+				s.peerRequests.WithLabelValues(method, o.String(), ok)
+			}
 		}
 	case policy.Collapse:
 		for _, o := range collapse.Outcomes {
@@ -265,12 +268,12 @@ func (s *Sidecar) touch(method string, r policy.Rule) {
 				s.peerRequests.WithLabelValues(method, o.String(), ok)
 			}
 		}
-		if s.sources.Peers {
-			s.peerCalls.WithLabelValues(method, ok)
-			s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
-		}
 	default:
 		s.requests.WithLabelValues(method, outcomePassthrough, ok)
+	}
+	if s.sources.Peers && r.Action != policy.Passthrough {
+		s.peerCalls.WithLabelValues(method, ok)
+		s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
 	}
 	s.backendCalls.WithLabelValues(method, ok)
 	s.backendDuration.WithLabelValues(method)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/replay"
 )
 
 // peerKeyPrefix starts the keys of calls served for peers. No key
@@ -30,19 +31,63 @@ var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer 
 // gone, refused the connection, or the connection broke) is made to the
 // local backend instead, with the time the call has left.
 func (p *Proxy) invokeOwner(ctx context.Context, method, sub string, payload []byte, md metadata.MD, key string) (*Response, error) {
-	out := forwardable(md)
-	out[peers.HopHeader] = []string{"1"}
-	out[peers.HashHeader] = []string{peers.KeyHash(key)}
 	var header, trailer metadata.MD
 	var reply frame
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := p.peers.Invoke(metadata.NewOutgoingContext(ctx, out), method, &frame{payload: payload}, &reply, opts...)
-	if err != nil && len(trailer.Get(peers.ServedHeader)) == 0 && ctx.Err() == nil {
+	err := p.peers.Invoke(toOwner(ctx, md, key), method, &frame{payload: payload}, &reply, opts...)
+	if err != nil && !reachedOwner(ctx, trailer) {
 		p.observer.ObservePeerCall(method, status.Code(err), true)
 		return p.invoke(ctx, method, sub, payload, md)
 	}
 	p.observer.ObservePeerCall(method, status.Code(err), false)
 	return p.response(reply, header, trailer, err)
+}
+
+// openOwner opens a replayed stream's record through the key's owner, as
+// invokeOwner makes a unary call: the owner serves the stream from its own
+// record of the key, and its header, messages, trailer and status are
+// relayed as they come. A stream that ended without a header and without
+// the owner's trailer reached no owner: it is opened to the local backend
+// instead.
+func (p *Proxy) openOwner(ctx context.Context, method, sub string, payload []byte, md metadata.MD, key string) (replay.Upstream, error) {
+	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, code, false) }
+	cs, err := p.sendRequest(toOwner(ctx, md, key), p.peers, method, sub, payload, md)
+	if err == nil {
+		// Header blocks until the owner answers; nil means the stream
+		// ended without a header, its status yet to be read.
+		if header, _ := cs.Header(); header != nil {
+			return &upstream{cs: cs, ended: ended}, nil
+		}
+		var none frame
+		err = cs.RecvMsg(&none) // a stream without a header has no message
+		if reachedOwner(ctx, cs.Trailer()) {
+			return &upstream{cs: cs, ended: ended, end: err}, nil
+		}
+	} else if ctx.Err() != nil {
+		ended(status.Code(err))
+		return nil, err
+	}
+	p.observer.ObservePeerCall(method, status.Code(err), true)
+	return p.openUpstream(ctx, method, sub, payload, md)
+}
+
+// toOwner returns ctx with the metadata of a call forwarded to the owner of
+// key: md's forwardable headers, the hop marker that makes the owner serve
+// it with its own backend, and the key's hash, by which the peer
+// connection's ring_hash balancer picks the owner.
+func toOwner(ctx context.Context, md metadata.MD, key string) context.Context {
+	out := forwardable(md)
+	out[peers.HopHeader] = []string{"1"}
+	out[peers.HashHeader] = []string{peers.KeyHash(key)}
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// reachedOwner reports whether a forwarded call that failed was answered
+// by an owner (its trailer says so), or ended by its own context: in both
+// cases its status is the answer. Otherwise the peer is gone, refused the
+// connection, or the connection broke.
+func reachedOwner(ctx context.Context, trailer metadata.MD) bool {
+	return len(trailer.Get(peers.ServedHeader)) > 0 || ctx.Err() != nil
 }
 
 // handlePeer serves a call a peer forwarded because this sidecar owns its
@@ -59,11 +104,14 @@ func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
 		return errNotForwarded
 	}
 	rule := p.rules.Rule(method)
-	if rule.Action != policy.Collapse {
-		// This replica's policy passes it through (a reload the forwarder
-		// has not seen yet): serve it so.
-		ss.SetTrailer(servedByOwner)
-		return p.passthrough(ss, method, rule, fromPeer)
+	switch rule.Action {
+	case policy.Collapse:
+		return p.unary(ss, method, rule, fromPeer)
+	case policy.Replay:
+		return p.replayStream(ss, method, rule, fromPeer)
 	}
-	return p.unary(ss, method, rule, fromPeer)
+	// This replica's policy passes it through (a reload the forwarder has
+	// not seen yet): serve it so.
+	ss.SetTrailer(servedByOwner)
+	return p.passthrough(ss, method, rule, fromPeer)
 }

@@ -65,12 +65,13 @@ type Observer interface {
 	// streaming method, passed through or replayed, when it ends: its length
 	// is the stream's, not the backend's latency.
 	ObserveBackendStream(method string, code codes.Code)
-	// ObservePeerCall is called once per call forwarded to the key's owner,
-	// with the owner's code, or the code of the failure to reach it and
-	// fellBack set when the call was made to the local backend instead.
+	// ObservePeerCall is called once per call or replayed stream forwarded
+	// to the key's owner, with the owner's code (a stream's when it ends),
+	// or the code of the failure to reach it and fellBack set when the call
+	// or stream was made to the local backend instead.
 	ObservePeerCall(method string, code codes.Code, fellBack bool)
-	// ObservePeerRequest is called once per call served for a peer, instead
-	// of ObserveRequest.
+	// ObservePeerRequest is called once per call or replayed stream served
+	// for a peer, instead of ObserveRequest or ObserveStreamRequest.
 	ObservePeerRequest(method, outcome string, code codes.Code)
 	// ObserveStreamRequest is called once per call of a replayed method,
 	// instead of ObserveRequest, with how it was served (a replay.Outcome's
@@ -254,7 +255,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	case policy.Collapse:
 		return p.unary(ss, method, rule, fromCaller)
 	case policy.Replay:
-		return p.replayStream(ss, method, rule)
+		return p.replayStream(ss, method, rule, fromCaller)
 	}
 	return p.passthrough(ss, method, rule, fromCaller)
 }

@@ -25,17 +25,28 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // (replayed from its record) to its end. A caller whose key's record takes
 // no new reader (it outgrew its bounds, or its header is private) gets a
 // stream of its own.
-func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule) error {
+func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
+	observe := p.observer.ObserveStreamRequest
+	if by == fromPeer {
+		observe = p.observer.ObservePeerRequest
+		ss.SetTrailer(servedByOwner)
+	}
 	payload, err := p.receive(ctx, ss)
 	if err != nil {
-		p.observer.ObserveStreamRequest(method, OutcomeError, callerCode(ctx, err))
+		observe(method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
 	sub := contentSubtype(md)
 	key := p.keyRule.Key(method, sub, payload, md)
+	if by == fromPeer {
+		key = peerKeyPrefix + key // as for unary calls: see unary
+	}
 	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(ctx context.Context) (replay.Upstream, error) {
+		if p.peers != nil && by == fromCaller {
+			return p.openOwner(ctx, method, sub, payload, md, key)
+		}
 		return p.openUpstream(ctx, method, sub, payload, md)
 	})
 	if outcome != replay.Own {
@@ -46,7 +57,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		outcome = replay.Own
 		err = p.ownStream(ss, method, sub, payload, md)
 	}
-	p.observer.ObserveStreamRequest(method, outcome.String(), callerCode(ctx, err))
+	observe(method, outcome.String(), callerCode(ctx, err))
 	return err
 }
 
@@ -88,22 +99,24 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 // request. Its context belongs to no caller; the caller's authority and
 // headers go with it.
 func (p *Proxy) openUpstream(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (replay.Upstream, error) {
-	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), method, sub, payload, md)
+	ended := func(code codes.Code) { p.observer.ObserveBackendStream(method, code) }
+	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), p.backend, method, sub, payload, md)
 	if err != nil {
-		p.observer.ObserveBackendStream(method, status.Code(err))
+		ended(status.Code(err))
 		return nil, err
 	}
-	return &upstream{cs: cs, method: method, observer: p.observer}, nil
+	return &upstream{cs: cs, ended: ended}, nil
 }
 
-// sendRequest opens a backend stream for one request and sends it.
-func (p *Proxy) sendRequest(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (grpc.ClientStream, error) {
-	cs, err := p.backend.NewStream(ctx, serverStreamDesc, method, p.callOptions(sub, authority(md))...)
+// sendRequest opens a stream on cc, the backend's connection or the
+// peers', for one request and sends it; ctx carries the outgoing headers.
+func (p *Proxy) sendRequest(ctx context.Context, cc grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD) (grpc.ClientStream, error) {
+	cs, err := cc.NewStream(ctx, serverStreamDesc, method, p.callOptions(sub, authority(md))...)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: open backend stream: %w", err)
+		return nil, fmt.Errorf("proxy: open stream: %w", err)
 	}
 	if err := cs.SendMsg(&frame{payload: payload}); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("proxy: send request to backend: %w", err)
+		return nil, fmt.Errorf("proxy: send request: %w", err)
 	}
 	// CloseSend never fails in grpc-go; a stream that already ended
 	// reports its status to RecvMsg.
@@ -116,7 +129,7 @@ func (p *Proxy) sendRequest(ctx context.Context, method, sub string, payload []b
 func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []byte, md metadata.MD) error {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
-	cs, err := p.sendRequest(ctx, method, sub, payload, md)
+	cs, err := p.sendRequest(ctx, p.backend, method, sub, payload, md)
 	if err == nil {
 		err = backendToCaller(cs, ss)
 	}
@@ -124,13 +137,14 @@ func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []by
 	return err
 }
 
-// upstream is a backend stream as a record reads it; it tells the observer
-// of the backend call when the stream ends.
+// upstream is a stream a record reads: from the backend, or through the
+// key's owner. ended is told the stream's code once, when it ends; end,
+// when set, is how a stream whose status was read already ends.
 type upstream struct {
-	cs       grpc.ClientStream
-	method   string
-	observer Observer
-	once     sync.Once
+	cs    grpc.ClientStream
+	ended func(codes.Code)
+	end   error
+	once  sync.Once
 }
 
 func (u *upstream) Header() (metadata.MD, error) { return u.cs.Header() }
@@ -138,14 +152,17 @@ func (u *upstream) Trailer() metadata.MD         { return u.cs.Trailer() }
 
 func (u *upstream) Recv() ([]byte, error) {
 	var f frame
-	err := u.cs.RecvMsg(&f)
+	err := u.end
+	if err == nil {
+		err = u.cs.RecvMsg(&f)
+	}
 	if err != nil {
 		u.once.Do(func() {
 			code := codes.OK
 			if !errors.Is(err, io.EOF) {
 				code = status.Code(err)
 			}
-			u.observer.ObserveBackendStream(u.method, code)
+			u.ended(code)
 		})
 		return nil, err
 	}

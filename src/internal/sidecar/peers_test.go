@@ -13,22 +13,42 @@ import (
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/hello/hellotest"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 // replica is one pod of a Deployment on loopback: a backend and its sidecar.
 type replica struct {
-	backend *countingBackend
+	backend *countingBackend // nil in front of the hello backend
 	sidecar *runningSidecar
 	client  hellov1.GreeterClient
 }
 
-// startReplicas starts n replicas whose sidecars are each other's peers
-// (a static list, every replica included) when peered, or alone.
+// startReplicas starts n replicas of countingBackends whose sidecars
+// collapse SayHello and are each other's peers when peered.
 func startReplicas(t *testing.T, n int, peered bool, newBackend func() *countingBackend) []*replica {
 	t.Helper()
-	peerLis := make([]net.Listener, n)
+	backends := make([]*countingBackend, n)
 	addrs := make([]string, n)
+	for i := range backends {
+		backends[i] = newBackend()
+		addrs[i] = startBackend(t, backends[i])
+	}
+	rs := startSidecars(t, addrs, peered, func(c *config.Sidecar) { c.UnaryMethods = []string{sayHello} })
+	for i, r := range rs {
+		r.backend = backends[i]
+	}
+	return rs
+}
+
+// startSidecars starts a sidecar in front of each backend, with the
+// settings edit makes; the sidecars are each other's peers (a static list,
+// every replica included) when peered, or alone.
+func startSidecars(t *testing.T, backends []string, peered bool, edit func(*config.Sidecar)) []*replica {
+	t.Helper()
+	peerLis := make([]net.Listener, len(backends))
+	addrs := make([]string, len(backends))
 	for i := range peerLis {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -36,12 +56,11 @@ func startReplicas(t *testing.T, n int, peered bool, newBackend func() *counting
 		}
 		peerLis[i], addrs[i] = lis, lis.Addr().String()
 	}
-	rs := make([]*replica, n)
-	for i := range rs {
-		b := newBackend()
+	rs := make([]*replica, len(backends))
+	for i, backend := range backends {
 		cfg := config.Default()
-		cfg.Backend = startBackend(t, b)
-		cfg.UnaryMethods = []string{sayHello}
+		cfg.Backend = backend
+		edit(&cfg)
 		var lis net.Listener
 		if peered {
 			cfg.Peers, lis = strings.Join(addrs, ","), peerLis[i]
@@ -53,7 +72,7 @@ func startReplicas(t *testing.T, n int, peered bool, newBackend func() *counting
 		// the authority is part of the key.
 		conn := dial(t, sc.addr, grpc.WithAuthority("hello.example"))
 		waitServing(t, conn)
-		rs[i] = &replica{backend: b, sidecar: sc, client: hellov1.NewGreeterClient(conn)}
+		rs[i] = &replica{sidecar: sc, client: hellov1.NewGreeterClient(conn)}
 	}
 	return rs
 }
@@ -172,5 +191,103 @@ func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
 	}
 	if fallbacks == 0 {
 		t.Error("no call fell back to the local backend: the kill came too late to test anything")
+	}
+}
+
+func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.T) {
+	const callers, replies = 90, 20
+	// 200 ms: the burst's callers join the stream, or replay its record.
+	req := &hellov1.HelloRequest{Name: "feed", Count: replies, IntervalMs: 10}
+	for _, tt := range []struct {
+		peered bool
+		want   int64
+	}{{true, 1}, {false, 3}} {
+		t.Run(fmt.Sprint("peered=", tt.peered), func(t *testing.T) {
+			backends := make([]string, 3)
+			counts := make([]func() int64, len(backends))
+			for i := range backends {
+				backends[i] = hellotest.Serve(t, hello.Options{})
+				counts[i] = streamCount(t, backends[i])
+			}
+			policy := replayPolicy(t, time.Minute)
+			rs := startSidecars(t, backends, tt.peered, func(c *config.Sidecar) { c.PolicyFile = policy })
+			for _, r := range rs {
+				waitStreamLearned(t, r.sidecar)
+			}
+			results := make([]streamed, callers)
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() { results[i] = stream(testkit.Context(t), rs[i%len(rs)].client, req) })
+			}
+			wg.Wait()
+			for i, r := range results {
+				if !r.consistent(replies, "feed") {
+					t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.replies), r.err, replies)
+				}
+			}
+			var total int64
+			for _, count := range counts {
+				total += count()
+			}
+			t.Logf("peered=%v: %d identical streams over 3 sidecars, %d backend streams in total", tt.peered, callers, total)
+			if total != tt.want {
+				t.Errorf("backend streams over the three backends = %d, want %d", total, tt.want)
+			}
+			if !tt.peered {
+				return
+			}
+			// Each sidecar's record read its stream through the owner, the
+			// owner's through itself, and the owner served all three from
+			// its one record of the key.
+			sum := func(name string, labels map[string]string) float64 {
+				var n float64
+				for _, r := range rs {
+					n += r.sidecar.metricSum(t, name, labels)
+				}
+				return n
+			}
+			testkit.WaitFor(t, "three streams forwarded and served", func() bool {
+				return sum("collapser_peer_calls_total", map[string]string{"code": "OK"}) == 3 &&
+					sum("collapser_peer_requests_total", map[string]string{"code": "OK"}) == 3
+			})
+			if fellBack := sum("collapser_peer_fallbacks_total", nil); fellBack != 0 {
+				t.Errorf("fallbacks = %v, want 0", fellBack)
+			}
+		})
+	}
+}
+
+func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
+	const callers, replies = 20, 10
+	backend := hellotest.Serve(t, hello.Options{})
+	count := streamCount(t, backend)
+	cfg := config.Default()
+	cfg.Backend = backend
+	cfg.PolicyFile = replayPolicy(t, time.Minute)
+	cfg.Peers = testkit.ClosedAddr(t)                // the only owner there is, gone
+	peerLis, err := net.Listen("tcp", "127.0.0.1:0") // its own, not in the list
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := serveConfig(t, cfg, slog.New(slog.DiscardHandler), peerLis)
+	waitStreamLearned(t, sc)
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	req := &hellov1.HelloRequest{Name: "feed", Count: replies, IntervalMs: 10}
+	results := make([]streamed, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() { results[i] = stream(testkit.Context(t), client, req) })
+	}
+	wg.Wait()
+	for i, r := range results {
+		if !r.consistent(replies, "feed") {
+			t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.replies), r.err, replies)
+		}
+	}
+	if n := count(); n != 1 {
+		t.Errorf("backend streams = %d, want 1: the record falls back once, for every caller", n)
+	}
+	if got := sc.metricSum(t, "collapser_peer_fallbacks_total", map[string]string{"code": "Unavailable"}); got != 1 {
+		t.Errorf("fallbacks with UNAVAILABLE = %v, want 1", got)
 	}
 }

@@ -32,31 +32,52 @@ const streamHellos = "/hello.v1.Greeter/StreamHellos"
 func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient, func() int64) {
 	t.Helper()
 	backend := hellotest.Serve(t, hello.Options{})
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	file := fmt.Sprintf("methods:\n  - name: %s\n    stream: replay\n    cacheTTL: %s\n", streamHellos, ttl)
-	if err := os.WriteFile(policy, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	policy := replayPolicy(t, ttl)
 	sc := startSidecar(t, backend, func(c *config.Sidecar) {
 		c.PolicyFile = policy
 		if edit != nil {
 			edit(c)
 		}
 	})
-	testkit.WaitFor(t, "StreamHellos learned", func() bool { return sc.resolver.Method(streamHellos).Kind.String() == "server_streaming" })
+	waitStreamLearned(t, sc)
 	clients := make([]hellov1.GreeterClient, conns)
 	for i := range clients {
 		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
 	}
-	stats := hellov1.NewStatsClient(dial(t, backend))
-	count := func() int64 {
+	return sc, clients, streamCount(t, backend)
+}
+
+// replayPolicy writes a policy file that replays StreamHellos, keeping an
+// ended stream for ttl, and returns its path.
+func replayPolicy(t *testing.T, ttl time.Duration) string {
+	t.Helper()
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	file := fmt.Sprintf("methods:\n  - name: %s\n    stream: replay\n    cacheTTL: %s\n", streamHellos, ttl)
+	if err := os.WriteFile(policy, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return policy
+}
+
+// waitStreamLearned waits until sc knows StreamHellos as server-streaming:
+// until then its calls pass through.
+func waitStreamLearned(t *testing.T, sc *runningSidecar) {
+	t.Helper()
+	testkit.WaitFor(t, "StreamHellos learned", func() bool { return sc.resolver.Method(streamHellos).Kind.String() == "server_streaming" })
+}
+
+// streamCount returns the hello backend at addr's own count of StreamHellos
+// streams.
+func streamCount(t *testing.T, addr string) func() int64 {
+	t.Helper()
+	stats := hellov1.NewStatsClient(dial(t, addr))
+	return func() int64 {
 		r, err := stats.GetCounts(testkit.Context(t), &hellov1.GetCountsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r.GetByMethod()[streamHellos]
 	}
-	return sc, clients, count
 }
 
 // streamed is what one caller of StreamHellos received.
