@@ -298,6 +298,32 @@ func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
 	}
 }
 
+func TestSidecar_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing.T) {
+	const feed = "/hello.v1.Greeter/StreamHellos"
+	rules := map[string]policy.Rule{
+		sayHello:                 {Action: policy.Collapse},
+		feed:                     {Action: policy.Replay},
+		"/hello.v1.Greeter/Chat": {Action: policy.Passthrough}, // never forwarded
+	}
+	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		vec  *prometheus.CounterVec
+		want int
+	}{
+		{"peer calls", s.peerCalls, 2},
+		{"peer fallbacks", s.peerFallbacks, 2},
+		{"peer requests", s.peerRequests, len(collapse.Outcomes) + len(replay.Outcomes)},
+	} {
+		if got := testutil.CollectAndCount(c.vec); got != c.want {
+			t.Errorf("%s: %d series, want %d", c.name, got, c.want)
+		}
+	}
+}
+
 func TestSidecar_StreamRequestsAndGauges(t *testing.T) {
 	const feed = "/hello.v1.Greeter/StreamHellos"
 	rules := map[string]policy.Rule{feed: {Action: policy.Replay}}
