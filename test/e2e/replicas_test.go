@@ -51,7 +51,8 @@ type demoReport struct {
 // decides for more than one) in a namespace of its own and checks, from the
 // hello backends' own counts summed over the pods, that a burst spread over
 // every pod makes one backend call, and, with Prometheus, that the
-// dashboard's Replicas row shows it; three backend calls with peers off;
+// dashboard's Replicas row shows it; that a burst of identical streams reads
+// one backend stream; three backend calls with peers off;
 // that deleting a pod during a burst loses no caller; and that a fourth pod
 // owns keys within the documented bound.
 func checkReplicas(t *testing.T, s settings) {
@@ -124,6 +125,16 @@ func checkReplicas(t *testing.T, s settings) {
 			checkReplicasDashboard(t, s, prom, *peered)
 		})
 	}
+
+	t.Run("a stream burst spread over three pods reads one backend stream", func(t *testing.T) {
+		// 20 replies 50 ms apart: the burst's callers join the stream
+		// through their pod's record, or replay the owner's kept record.
+		r := mustBurst(t, "peered-streams", "--stream", "--stream-messages=20", "--stream-interval-ms=50")
+		t.Logf("%d StreamHellos calls (%d errors) over %d pods: %d backend streams in total", r.Requests, r.Errors, replicas, r.BackendCalls)
+		if r.Errors != 0 || r.BackendCalls != 1 {
+			t.Errorf("errors %d, backend streams %d; want 0 and 1", r.Errors, r.BackendCalls)
+		}
+	})
 
 	t.Run("without peers the same burst makes one backend call per pod", func(t *testing.T) {
 		off := *opts
