@@ -57,10 +57,9 @@ const (
 	DefaultListen = ":50053"
 	// MaxConnectionAge is how long the peer listener keeps a connection
 	// before it asks the peer to reconnect (GOAWAY), which makes the
-	// peer's resolver look for replicas again.
+	// peer's resolver look for replicas again. The calls open on it go on
+	// to their end, over the old connection.
 	MaxConnectionAge = 20 * time.Second
-	// MaxConnectionAgeGrace lets calls in flight on an aged connection end.
-	MaxConnectionAgeGrace = 30 * time.Second
 	// ResolveInterval is the shortest interval between two DNS resolutions
 	// of the peers (grpc-go's default is 30 s; the sidecar sets this one at
 	// start-up with dns.SetMinResolutionInterval).

@@ -66,7 +66,8 @@ type Limits struct {
 	// MaxHeaderBytes bounds a request's header list (default DefaultMaxHeaderBytes).
 	MaxHeaderBytes uint32
 	// MaxConnectionAge, when set, ends every connection after about this
-	// long (GOAWAY, with MaxConnectionAgeGrace for its calls to end).
+	// long (GOAWAY), then after MaxConnectionAgeGrace more for its calls to
+	// end; without a grace, they end when they end.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 }
 

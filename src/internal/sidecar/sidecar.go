@@ -45,6 +45,10 @@ const LivenessService = "liveness"
 // backendBackoff paces reconnection attempts to the backend.
 var backendBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
+// peerConnectionAge is the peer listener's connection age
+// (peers.MaxConnectionAge); shortened in tests.
+var peerConnectionAge = peers.MaxConnectionAge
+
 // Sidecar is a configured collapser, ready to serve.
 type Sidecar struct {
 	cfg      config.Sidecar
@@ -180,7 +184,11 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.C
 	var peerServer *grpc.Server
 	if peerConn != nil {
 		peerLimits := limits
-		peerLimits.MaxConnectionAge, peerLimits.MaxConnectionAgeGrace = peers.MaxConnectionAge, peers.MaxConnectionAgeGrace
+		// No grace after the connection's age: its calls end when they
+		// end. A forwarded replayed stream may last as long as its
+		// backend's (a watch), and cutting it would end its every caller
+		// with UNAVAILABLE; new calls go over a new connection at once.
+		peerLimits.MaxConnectionAge = peerConnectionAge
 		peerServer = grpc.NewServer(append(p.PeerServerOptions(), peerLimits.ServerOptions()...)...)
 	}
 	hs := health.NewServer()
