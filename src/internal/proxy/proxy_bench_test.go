@@ -148,6 +148,35 @@ func BenchmarkStreamReplayed(b *testing.B) {
 	}
 }
 
+// ledPolicy replays StreamHellos and keeps no ended stream: every stream
+// after another has ended leads a record of its own.
+const ledPolicy = "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: 0s\n"
+
+// BenchmarkStreamLed reads b.N streams of streamMessages replies one after
+// another, each led: read from the backend into a record and relayed.
+func BenchmarkStreamLed(b *testing.B) {
+	backend := startBackend(b, nil)
+	s := startSidecar(b, backend.addr, sidecarConfig{policyFile: ledPolicy})
+	benchmarkStreams(b, s.client)
+	if got := len(s.observed.backend); got != b.N+1 {
+		b.Fatalf("backend streams = %d, want %d: every stream must be led", got, b.N+1)
+	}
+}
+
+// BenchmarkStreamLedForwarded is BenchmarkStreamLed with each record read
+// through the key's owner, a peer (here the sidecar itself): one hop more.
+func BenchmarkStreamLedForwarded(b *testing.B) {
+	backend := startBackend(b, nil)
+	s := startSidecar(b, backend.addr, sidecarConfig{peered: true, policyFile: ledPolicy})
+	benchmarkStreams(b, s.client)
+	if got := len(s.observed.backend); got != b.N+1 {
+		b.Fatalf("backend streams = %d, want %d: every stream must be led", got, b.N+1)
+	}
+	if got := len(s.observed.peerCalls); got != b.N+1 {
+		b.Fatalf("forwarded streams = %d, want %d", got, b.N+1)
+	}
+}
+
 // benchmarkStreams reads b.N identical streams of streamMessages replies,
 // after one warm-up stream, and reports the cost per message.
 func benchmarkStreams(b *testing.B, c hellov1.GreeterClient) {
