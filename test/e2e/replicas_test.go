@@ -52,7 +52,7 @@ type demoReport struct {
 // hello backends' own counts summed over the pods, that a burst spread over
 // every pod makes one backend call, and, with Prometheus, that the
 // dashboard's Replicas row shows it; that a burst of identical streams reads
-// one backend stream; three backend calls with peers off;
+// one backend stream; three backend calls and streams with peers off;
 // that deleting a pod during a burst loses no caller; and that a fourth pod
 // owns keys within the documented bound.
 func checkReplicas(t *testing.T, s settings) {
@@ -95,6 +95,10 @@ func checkReplicas(t *testing.T, s settings) {
 		return r
 	}
 
+	// A stream burst: 20 replies 50 ms apart, so the burst's callers join
+	// the stream through their pod's record, or replay a kept record.
+	streamBurstArgs := []string{"--stream", "--stream-messages=20", "--stream-interval-ms=50"}
+
 	var peered *spreadBurst
 	t.Run("a burst spread over three pods makes one backend call", func(t *testing.T) {
 		if s.prometheus {
@@ -127,9 +131,7 @@ func checkReplicas(t *testing.T, s settings) {
 	}
 
 	t.Run("a stream burst spread over three pods reads one backend stream", func(t *testing.T) {
-		// 20 replies 50 ms apart: the burst's callers join the stream
-		// through their pod's record, or replay the owner's kept record.
-		r := mustBurst(t, "peered-streams", "--stream", "--stream-messages=20", "--stream-interval-ms=50")
+		r := mustBurst(t, "peered-streams", streamBurstArgs...)
 		t.Logf("%d StreamHellos calls (%d errors) over %d pods: %d backend streams in total", r.Requests, r.Errors, replicas, r.BackendCalls)
 		if r.Errors != 0 || r.BackendCalls != 1 {
 			t.Errorf("errors %d, backend streams %d; want 0 and 1", r.Errors, r.BackendCalls)
@@ -147,6 +149,11 @@ func checkReplicas(t *testing.T, s settings) {
 		t.Logf("peers off: %d requests over %d pods, %d backend calls", r.Requests, replicas, r.BackendCalls)
 		if r.BackendCalls != replicas {
 			t.Errorf("backend calls %d, want %d: each pod collapses on its own", r.BackendCalls, replicas)
+		}
+		r = mustBurst(t, "alone-streams", streamBurstArgs...)
+		t.Logf("peers off: %d StreamHellos calls over %d pods, %d backend streams", r.Requests, replicas, r.BackendCalls)
+		if r.BackendCalls != replicas {
+			t.Errorf("backend streams %d, want %d: each pod replays on its own", r.BackendCalls, replicas)
 		}
 		helm.Upgrade(t, opts, s.chartDir, release)
 		waitForProxyPods(t, kubectl, replicas)
