@@ -24,7 +24,9 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // callers with the same key read one backend stream, from its first message
 // (replayed from its record) to its end. A caller whose key's record takes
 // no new reader (it outgrew its bounds, or its header is private) gets a
-// stream of its own.
+// stream of its own. With peers, the record of a caller's key reads its
+// stream through the key's owner (openOwner); a stream a peer forwarded is
+// served from this sidecar's own record, with the local backend.
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
