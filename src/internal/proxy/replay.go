@@ -35,15 +35,10 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		observe = p.observer.ObservePeerRequest
 		ss.SetTrailer(servedByOwner)
 	}
-	payload, err := p.receive(ctx, ss)
+	payload, sub, key, err := p.receiveKeyed(ss, method, md, by)
 	if err != nil {
 		observe(method, OutcomeError, callerCode(ctx, err))
 		return err
-	}
-	sub := contentSubtype(md)
-	key := p.keyRule.Key(method, sub, payload, md)
-	if by == fromPeer {
-		key = peerKeyPrefix + key // as for unary calls: see unary
 	}
 	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(ctx context.Context) (replay.Upstream, error) {
 		if p.peers != nil && by == fromCaller {

@@ -37,18 +37,10 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, by 
 	if by == fromPeer {
 		observe = p.observer.ObservePeerRequest
 	}
-	payload, err := p.receive(ctx, ss)
+	payload, sub, key, err := p.receiveKeyed(ss, method, md, by)
 	if err != nil {
 		observe(method, OutcomeError, callerCode(ctx, err))
 		return err
-	}
-	sub := contentSubtype(md)
-	key := p.keyRule.Key(method, sub, payload, md)
-	if by == fromPeer {
-		// The calls peers forward share flights of their own: this
-		// replica's callers' flight for the key may be the very call that
-		// came here (a replica owns some keys itself, and forwards to itself).
-		key = peerKeyPrefix + key
 	}
 	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
@@ -63,6 +55,24 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, by 
 	err = p.reply(ss, method, outcome, resp, err)
 	observe(method, outcome.String(), callerCode(ctx, err))
 	return err
+}
+
+// receiveKeyed reads the call's one request message (receive) and returns
+// it with its codec subtype and its key. The calls peers forward share flights and records of
+// their own: this replica's callers' flight for the key may be the very
+// call that came here (a replica owns some keys itself, and forwards to
+// itself).
+func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, by from) (payload []byte, sub, key string, err error) {
+	payload, err = p.receive(ss.Context(), ss)
+	if err != nil {
+		return nil, "", "", err
+	}
+	sub = contentSubtype(md)
+	key = p.keyRule.Key(method, sub, payload, md)
+	if by == fromPeer {
+		key = peerKeyPrefix + key
+	}
+	return payload, sub, key, nil
 }
 
 // receive reads the call's one request message, and checks that no second
