@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/collapser/collapser/src/internal/peers"
-	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/replay"
 )
 
@@ -98,20 +97,10 @@ func reachedOwner(ctx context.Context, trailer metadata.MD) bool {
 func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
-		return status.Error(codes.Internal, "proxy: no method name in server stream")
+		return errNoMethod
 	}
 	if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get(peers.HopHeader)) == 0 {
 		return errNotForwarded
 	}
-	rule := p.rules.Rule(method)
-	switch rule.Action {
-	case policy.Collapse:
-		return p.unary(ss, method, rule, fromPeer)
-	case policy.Replay:
-		return p.replayStream(ss, method, rule, fromPeer)
-	}
-	// This replica's policy passes it through (a reload the forwarder has
-	// not seen yet): serve it so.
-	ss.SetTrailer(servedByOwner)
-	return p.passthrough(ss, method, rule, fromPeer)
+	return p.serve(ss, method, fromPeer)
 }

@@ -243,21 +243,36 @@ func (p *Proxy) StreamStats() replay.Stats {
 	return p.streams.Stats()
 }
 
+// errNoMethod answers a stream grpc-go gave no method name, which it
+// always does for a call it routed.
+var errNoMethod = status.Error(codes.Internal, "proxy: no method name in server stream")
+
 // handle serves every call to a method no service on the server registered.
 func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		p.observer.ObserveRequest("", OutcomeError, codes.Internal)
-		return status.Error(codes.Internal, "proxy: no method name in server stream")
+		return errNoMethod
 	}
+	return p.serve(ss, method, fromCaller)
+}
+
+// serve serves a call as its method's rule says: collapsed, replayed, or
+// passed through.
+func (p *Proxy) serve(ss grpc.ServerStream, method string, by from) error {
 	rule := p.rules.Rule(method)
 	switch rule.Action {
 	case policy.Collapse:
-		return p.unary(ss, method, rule, fromCaller)
+		return p.unary(ss, method, rule, by)
 	case policy.Replay:
-		return p.replayStream(ss, method, rule, fromCaller)
+		return p.replayStream(ss, method, rule, by)
 	}
-	return p.passthrough(ss, method, rule, fromCaller)
+	if by == fromPeer {
+		// This replica's policy passes it through (a reload the forwarder
+		// has not seen yet): it is served so, and answered as the owner.
+		ss.SetTrailer(servedByOwner)
+	}
+	return p.passthrough(ss, method, rule, by)
 }
 
 // from says who made a call the proxy serves.
