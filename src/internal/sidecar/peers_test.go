@@ -218,12 +218,11 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 			for _, r := range rs {
 				waitStreamLearned(t, r.sidecar)
 			}
-			results := make([]streamed, callers)
-			var wg sync.WaitGroup
-			for i := range callers {
-				wg.Go(func() { results[i] = stream(testkit.Context(t), rs[i%len(rs)].client, req) })
+			clients := make([]hellov1.GreeterClient, len(rs))
+			for i, r := range rs {
+				clients[i] = r.client
 			}
-			wg.Wait()
+			results := streams(testkit.Context(t), clients, callers, req)
 			for i, r := range results {
 				if !r.consistent(replies, "feed") {
 					t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.replies), r.err, replies)
@@ -277,12 +276,7 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 	waitStreamLearned(t, sc)
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	req := &hellov1.HelloRequest{Name: "feed", Count: replies, IntervalMs: 10}
-	results := make([]streamed, callers)
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() { results[i] = stream(testkit.Context(t), client, req) })
-	}
-	wg.Wait()
+	results := streams(testkit.Context(t), []hellov1.GreeterClient{client}, callers, req)
 	for i, r := range results {
 		if !r.consistent(replies, "feed") {
 			t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.replies), r.err, replies)

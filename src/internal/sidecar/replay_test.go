@@ -99,6 +99,18 @@ func (s streamed) consistent(n int, name string) bool {
 	return true
 }
 
+// streams makes n concurrent identical StreamHellos calls, the i-th through
+// clients[i%len(clients)], and returns what each caller read.
+func streams(ctx context.Context, clients []hellov1.GreeterClient, n int, req *hellov1.HelloRequest) []streamed {
+	results := make([]streamed, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = stream(ctx, clients[i%len(clients)], req) })
+	}
+	wg.Wait()
+	return results
+}
+
 // stream calls StreamHellos and reads it to its end.
 func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequest) streamed {
 	s, err := c.StreamHellos(ctx, req)
@@ -123,12 +135,7 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 	const callers, n = 1000, 100
 	sc, clients, count := replaySidecar(t, 0, 4, nil)
 	req := &hellov1.HelloRequest{Name: "feed", Count: n, IntervalMs: 2}
-	results := make([]streamed, callers)
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[i%len(clients)], req) })
-	}
-	wg.Wait()
+	results := streams(testkit.Context(t), clients, callers, req)
 	for i, r := range results {
 		if !r.consistent(n, "feed") {
 			t.Fatalf("caller %d: %d replies, err %v; want %d replies of one call", i, len(r.replies), r.err, n)
@@ -158,12 +165,7 @@ func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
-	late := make([]streamed, 10)
-	var wg sync.WaitGroup
-	for i := range late {
-		wg.Go(func() { late[i] = stream(ctx, clients[0], req) })
-	}
-	wg.Wait()
+	late := streams(ctx, clients[:1], 10, req)
 	for i, r := range late {
 		if !r.consistent(n, "late") {
 			t.Errorf("caller %d, joined at message 50: %d replies, err %v; want all %d", i, len(r.replies), r.err, n)
@@ -215,12 +217,7 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testing.T) {
 	_, clients, count := replaySidecar(t, time.Minute, 1, nil)
 	req := &hellov1.HelloRequest{Name: "broken", Count: 100, IntervalMs: 1, FailAfter: 30}
-	results := make([]streamed, 20)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() { results[i] = stream(testkit.Context(t), clients[0], req) })
-	}
-	wg.Wait()
+	results := streams(testkit.Context(t), clients[:1], 20, req)
 	for i, r := range results {
 		if len(r.replies) != 30 || status.Code(r.err) != codes.Aborted {
 			t.Errorf("caller %d: %d replies, err %v; want 30 then ABORTED", i, len(r.replies), r.err)
