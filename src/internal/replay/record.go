@@ -40,14 +40,13 @@ type record struct {
 	readers   int // of a live record
 
 	// Guarded by streams.mu.
-	held     bool
 	expires  time.Time
 	heldSize int64
-	index    int // in streams.held
+	index    int // in streams.held; -1 when not kept
 }
 
 func newRecord(s *Streams, key string, ttl time.Duration) *record {
-	ctx, cancel := context.WithCancel(background)
+	ctx, cancel := context.WithCancel(context.Background()) // the upstream belongs to no caller
 	return &record{key: key, streams: s, ttl: ttl, ctx: ctx, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}
 }
 

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"context"
 	"sync"
 	"time"
 
@@ -95,7 +94,7 @@ func (s *Streams) finish(r *record) {
 		for s.heldBytes+size > s.maxHeldBytes {
 			s.drop(s.held.First())
 		}
-		r.expires, r.held = nowFunc().Add(r.ttl), true
+		r.expires = nowFunc().Add(r.ttl)
 		s.heldBytes += size
 		r.heldSize = size
 		s.held.Push(r)
@@ -127,12 +126,8 @@ func (s *Streams) sweep(now time.Time) {
 // drop forgets the kept record r. The caller holds s.mu.
 func (s *Streams) drop(r *record) {
 	s.held.Remove(r)
-	r.held = false
 	s.heldBytes -= r.heldSize
 	if s.m[r.key] == r {
 		delete(s.m, r.key)
 	}
 }
-
-// background is the parent of every upstream's context: it belongs to no caller.
-var background = context.Background()
