@@ -169,7 +169,13 @@ func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
 		}
 	}
 	close(start)
-	time.Sleep(250 * time.Millisecond) // mid-burst: the rounds run for about 5 × 100 ms
+	// Mid-burst, and while calls wait on the replica: a fixed sleep could
+	// land between two rounds, when none is in flight there.
+	victim := rs[2].backend
+	testkit.WaitFor(t, "a round answered and calls in flight on the replica to kill", func() bool {
+		done := victim.completed.Load()
+		return done > 0 && victim.calls.Load() > done
+	})
 	killed := rs[2].sidecar
 	killed.peer.Stop() // abrupt: calls in flight on it fail
 	killed.server.Stop()
