@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"time"
+
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -19,11 +22,11 @@ type conns struct {
 }
 
 // dial makes n connections to target and one to backend ("" = none), and
-// waits until all are ready.
-func dial(ctx context.Context, target, backend string, n int) (*conns, error) {
+// waits, up to timeout each, until all are ready.
+func dial(ctx context.Context, target, backend string, n int, timeout time.Duration) (*conns, error) {
 	c := &conns{}
 	for range n {
-		conn, err := connect(ctx, "target", target)
+		conn, err := connect(ctx, "target", target, timeout)
 		if err != nil {
 			c.close()
 			return nil, err
@@ -35,7 +38,7 @@ func dial(ctx context.Context, target, backend string, n int) (*conns, error) {
 	case target:
 		c.backend = c.targets[0]
 	default:
-		conn, err := connect(ctx, "backend", backend)
+		conn, err := connect(ctx, "backend", backend, timeout)
 		if err != nil {
 			c.close()
 			return nil, err
@@ -55,18 +58,25 @@ func (c *conns) close() {
 	}
 }
 
-// connect dials addr (plaintext) and waits, up to DefaultConnectTimeout, for
-// the connection to be ready; the first failed attempt is an error, so an
-// unreachable address is reported at once rather than as N failed requests.
-func connect(ctx context.Context, role, addr string) (*grpc.ClientConn, error) {
+// reconnectBackoff is how gRPC spaces the demo's attempts to connect: a
+// Service that has just become ready may refuse connections for a moment
+// (kube-proxy programs its rules after the endpoints appear), so attempts come
+// every second at most, not after grpc-go's default of up to two minutes.
+var reconnectBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+
+// connect dials addr (plaintext) and waits up to timeout for the connection
+// to be ready, gRPC reconnecting meanwhile; an address still unreachable then
+// is reported as one error rather than as N failed requests.
+func connect(ctx context.Context, role, addr string, timeout time.Duration) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: timeout}),
 		// No service config is looked up: a DNS TXT query for it can wait seconds
 		// for an answer that never comes where names outside the cluster do not resolve.
 		grpc.WithDisableServiceConfig())
 	if err != nil {
 		return nil, fmt.Errorf("dial %s %s: %w", role, addr, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn.Connect()
 	for {
@@ -74,11 +84,14 @@ func connect(ctx context.Context, role, addr string) (*grpc.ClientConn, error) {
 		switch state {
 		case connectivity.Ready:
 			return conn, nil
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return nil, errors.Join(fmt.Errorf("%s %s is unreachable (connection %s)", role, addr, state), conn.Close())
+		case connectivity.Shutdown:
+			return nil, fmt.Errorf("%s %s: connection shut down", role, addr)
 		}
 		if !conn.WaitForStateChange(ctx, state) {
-			return nil, errors.Join(fmt.Errorf("connect to %s %s: %w", role, addr, ctx.Err()), conn.Close())
+			if state == connectivity.TransientFailure && ctx.Err() == context.DeadlineExceeded {
+				return nil, errors.Join(fmt.Errorf("%s %s is unreachable (connection %s for %s)", role, addr, state, timeout), conn.Close())
+			}
+			return nil, errors.Join(fmt.Errorf("connect to %s %s (connection %s): %w", role, addr, state, ctx.Err()), conn.Close())
 		}
 	}
 }

@@ -5,6 +5,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +17,9 @@ import (
 	"github.com/collapser/collapser/src/internal/hello"
 )
 
-// DefaultConnectTimeout bounds connecting to the target and the backend and
-// each read of the backend's counts.
+// DefaultConnectTimeout is how long the demo keeps trying to reach the target
+// and the backend (Config.ConnectTimeout), and bounds each read of the
+// backend's counts.
 const DefaultConnectTimeout = 5 * time.Second
 
 // StreamsPerConnection is how many concurrent requests the demo sends over
@@ -68,6 +70,10 @@ type Config struct {
 	SecondAuthorization string
 	// Timeout bounds each request; 0 = no bound.
 	Timeout time.Duration
+	// ConnectTimeout is how long each connection to the target and the
+	// backend may take to become ready, gRPC retrying meanwhile; 0 =
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 	// Progress receives a progress line every ProgressInterval and one at the
 	// end; nil = no progress.
 	Progress io.Writer
@@ -101,6 +107,9 @@ func (c *Config) validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout must not be negative, got %s", c.Timeout))
 	}
+	if c.ConnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("connect timeout must not be negative, got %s", c.ConnectTimeout))
+	}
 	return errors.Join(errs...)
 }
 
@@ -113,7 +122,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
 	}
-	conns, err := dial(ctx, cfg.Target, cfg.Backend, cfg.connections())
+	conns, err := dial(ctx, cfg.Target, cfg.Backend, cfg.connections(), cmp.Or(cfg.ConnectTimeout, DefaultConnectTimeout))
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,13 @@ package demo
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/collapser/collapser/src/internal/hello"
+	"github.com/collapser/collapser/src/internal/hello/hellotest"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -78,9 +81,37 @@ func TestRun_TimedOutRequestsAreErrorsByCode(t *testing.T) {
 
 func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
 	addr := testkit.ClosedAddr(t)
-	_, err := Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 1})
-	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
+	_, err := Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 1, ConnectTimeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable (connection TRANSIENT_FAILURE for 300ms)") {
 		t.Errorf("Run against closed port: err = %v, want one naming the unreachable target", err)
+	}
+}
+
+// A Service that has just become ready can refuse connections for a moment
+// (kube-proxy's rules lag its endpoints): the run waits for it to listen.
+func TestRun_WaitsForATargetNotListeningYet(t *testing.T) {
+	addr := testkit.ClosedAddr(t)
+	type outcome struct {
+		r   *Report
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 3, ConnectTimeout: 20 * time.Second})
+		done <- outcome{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the first attempts are refused
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	hellotest.ServeOn(t, lis, hello.Options{})
+	got := <-done
+	if got.err != nil {
+		t.Fatalf("Run against a target listening after 300ms: %v", got.err)
+	}
+	if got.r.Errors != 0 || got.r.BackendCalls != 3 {
+		t.Errorf("errors=%d backend_calls=%d, want 0, 3", got.r.Errors, got.r.BackendCalls)
 	}
 }
 

@@ -136,6 +136,7 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 		"--requests=10000",
 		"--concurrency=10000",
 		"--timeout=10s",
+		"--connect-timeout=30s",
 		"--min-collapse-ratio=0.9",
 		"--json",
 	}

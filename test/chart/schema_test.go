@@ -24,6 +24,7 @@ func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
 		{"pull policy", "backend.image.pullPolicy=Sometimes", []string{"/backend/image/pullPolicy"}},
 		{"unary method format", "collapser.config.unaryMethods={SayHello}", []string{"/collapser/config/unaryMethods/0"}},
 		{"collapse ratio above 1", "tests.minCollapseRatio=2", []string{"/tests/minCollapseRatio"}},
+		{"connect timeout without a unit", "tests.connectTimeout=30", []string{"/tests/connectTimeout"}},
 		{"unknown default collapse", "collapser.config.defaultCollapse=some", []string{"/collapser/config/defaultCollapse"}},
 		{"stale duration without a unit", "collapser.config.staleIfError=30", []string{"/collapser/config/staleIfError"}},
 		{"private header in upper case", "collapser.config.privateHeaders={X-Session}", []string{"/collapser/config/privateHeaders/0"}},

@@ -4,8 +4,8 @@
 // --backend-metrics, its metrics), and the collapse ratio.
 // With --second-authorization a second burst with another credential runs at
 // the same time, showing replies are never shared across credentials. It
-// exits non-zero when an address is unreachable, a request fails or a reply
-// names the wrong caller. Run it with -h for its flags.
+// exits non-zero when an address is still unreachable after --connect-timeout,
+// a request fails or a reply names the wrong caller. Run it with -h for its flags.
 package main
 
 import (

@@ -38,6 +38,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.demo.Authorization, "authorization", "", "authorization header `value` of the requests (e.g. \"Bearer alice\")")
 	fs.StringVar(&o.demo.SecondAuthorization, "second-authorization", "", "when set, a second burst with this authorization header `value` runs at the same time")
 	fs.DurationVar(&o.demo.Timeout, "timeout", 10*time.Second, "deadline of each request; 0 = none")
+	fs.DurationVar(&o.demo.ConnectTimeout, "connect-timeout", demo.DefaultConnectTimeout, "how long to keep trying to reach the target and the backend before giving up")
 	fs.BoolVar(&o.json, "json", false, "write the report as JSON (and no progress)")
 	fs.BoolVar(&o.quiet, "quiet", false, "write no progress")
 	fs.Float64Var(&o.minCollapseRatio, "min-collapse-ratio", 0, "fail unless the collapse ratio (1 - backend calls / successful requests) reaches this `ratio`, 0 to 1")

@@ -83,7 +83,7 @@ func TestRun_FailedRequestsMakeTheRunFailAfterTheReport(t *testing.T) {
 
 func TestRun_UnreachableTargetIsAClearError(t *testing.T) {
 	addr := testkit.ClosedAddr(t)
-	err := run(testkit.Context(t), []string{"--target", addr, "--backend", addr}, &bytes.Buffer{}, &bytes.Buffer{})
+	err := run(testkit.Context(t), []string{"--target", addr, "--backend", addr, "--connect-timeout", "200ms"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "target "+addr+" is unreachable") {
 		t.Errorf("err = %v, want one naming the unreachable target", err)
 	}

@@ -18,13 +18,20 @@ import (
 // 127.0.0.1:0 until the test ends, and returns its address.
 func Serve(t testing.TB, o hello.Options, opts ...grpc.ServerOption) string {
 	t.Helper()
-	s, err := hello.New(o)
-	if err != nil {
-		t.Fatalf("hello.New: %v", err)
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
+	}
+	ServeOn(t, lis, o, opts...)
+	return lis.Addr().String()
+}
+
+// ServeOn is Serve on lis, which it closes when the test ends.
+func ServeOn(t testing.TB, lis net.Listener, o hello.Options, opts ...grpc.ServerOption) {
+	t.Helper()
+	s, err := hello.New(o)
+	if err != nil {
+		t.Fatalf("hello.New: %v", err)
 	}
 	srv := grpc.NewServer(opts...)
 	s.Register(srv)
@@ -37,5 +44,4 @@ func Serve(t testing.TB, o hello.Options, opts ...grpc.ServerOption) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return lis.Addr().String()
 }
