@@ -22,8 +22,9 @@ const (
 
 	datasourceVariable = "datasource"
 	methodVariable     = "method"
-	// methodQuery is the query filling the method variable.
-	methodQuery = "label_values(collapser_requests_total, method)"
+	// methodQuery is the query filling the method variable: every method the
+	// sidecar answered, the calls of replayed streams as well as the rest.
+	methodQuery = `label_values({__name__=~"collapser_requests_total|collapser_stream_requests_total"}, method)`
 	// gridColumns is the width of Grafana's dashboard grid.
 	gridColumns = 24
 	// minSchemaVersion is the oldest dashboard schema we write (Grafana 10.4+).

@@ -132,6 +132,17 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 		}
 	})
 
+	t.Run("the method variable lists every method the sidecar counts", func(t *testing.T) {
+		listed := methodVariableSource(t).values(sidecarFamilies)
+		for name, mf := range sidecarFamilies {
+			for method := range labelValues(mf, "method") {
+				if !listed[method] && name != "collapser_method_rule_info" {
+					t.Errorf("%s counts method %q, but the %s variable lists only %v", name, method, methodVariable, sortedKeys(listed))
+				}
+			}
+		}
+	})
+
 	t.Run("the backend's method values match the sidecar's", func(t *testing.T) {
 		// The comparison panel filters hello_requests_total by values taken
 		// from collapser_requests_total: both must name methods alike.

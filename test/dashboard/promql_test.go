@@ -3,12 +3,12 @@ package dashboard
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -26,9 +26,6 @@ var builtinMacros = map[string]string{
 	"__range_ms":      "900000",
 	"__range_s":       "900",
 }
-
-// labelValuesPattern matches a Prometheus variable query label_values(metric, label).
-var labelValuesPattern = regexp.MustCompile(`^label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)$`)
 
 // variableValue is what dashboard variable name expands to: a label value
 // naming the variable, so a check can tell which matchers use it.
@@ -142,31 +139,91 @@ func dashboardSelectors(t testing.TB) []metricSelector {
 			selectors = append(selectors, s)
 		}
 	}
-	metric, label := methodVariableSource(t)
-	selectors = append(selectors, metricSelector{
-		where:    "variable " + methodVariable,
-		metric:   metric,
-		matchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, label, ".+")},
-	})
+	source := methodVariableSource(t)
+	for _, metric := range source.metrics(t) {
+		selectors = append(selectors, metricSelector{
+			where:    "variable " + methodVariable,
+			metric:   metric,
+			matchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, source.label, ".+")},
+		})
+	}
 	return selectors
 }
 
-// methodVariableSource returns the metric and label of the method
-// variable's label_values query.
-func methodVariableSource(t testing.TB) (metric, label string) {
+// variableSource is what a label_values variable query reads: the values of
+// label on the series matchers select.
+type variableSource struct {
+	matchers []*labels.Matcher
+	label    string
+}
+
+// methodVariableSource parses the method variable's label_values query.
+func methodVariableSource(t testing.TB) variableSource {
 	t.Helper()
 	for _, v := range loadDashboard(t).Templating.List {
 		if v.Name != methodVariable {
 			continue
 		}
-		m := labelValuesPattern.FindStringSubmatch(variableQuery(v))
-		if m == nil {
-			t.Fatalf("variable %q: query %q is not label_values(metric, label)", v.Name, variableQuery(v))
+		selector, label, err := panelquery.ParseLabelValues(variableQuery(v))
+		if err != nil {
+			t.Fatalf("variable %q: %v", v.Name, err)
 		}
-		return m[1], m[2]
+		matchers, err := parser.NewParser(parser.Options{}).ParseMetricSelector(selector)
+		if err != nil {
+			t.Fatalf("variable %q: selector %q: %v", v.Name, selector, err)
+		}
+		return variableSource{matchers: matchers, label: label}
 	}
 	t.Fatalf("no %q variable", methodVariable)
-	return "", ""
+	return variableSource{}
+}
+
+// metrics returns the metric names the source's selector names: its
+// __name__ matcher's value, or the alternatives of its regular expression.
+func (s variableSource) metrics(t testing.TB) []string {
+	t.Helper()
+	for _, m := range s.matchers {
+		if m.Name != model.MetricNameLabel {
+			continue
+		}
+		switch {
+		case m.Type == labels.MatchEqual:
+			return []string{m.Value}
+		case m.Type == labels.MatchRegexp && len(m.SetMatches()) > 0:
+			return m.SetMatches()
+		}
+		t.Fatalf("variable %q: metric matcher %s names no metrics one by one", methodVariable, m)
+	}
+	t.Fatalf("variable %q: the selector names no metric", methodVariable)
+	return nil
+}
+
+// values returns the values of the source's label on the series of
+// families that its selector matches, as Prometheus would list them.
+func (s variableSource) values(families map[string]*dto.MetricFamily) map[string]bool {
+	values := map[string]bool{}
+	for name, mf := range families {
+		for _, series := range mf.GetMetric() {
+			set := map[string]string{model.MetricNameLabel: name}
+			for _, l := range series.GetLabel() {
+				set[l.GetName()] = l.GetValue()
+			}
+			if v := set[s.label]; v != "" && matchesAll(s.matchers, set) {
+				values[v] = true
+			}
+		}
+	}
+	return values
+}
+
+// matchesAll reports whether the label set satisfies every matcher.
+func matchesAll(matchers []*labels.Matcher, set map[string]string) bool {
+	for _, m := range matchers {
+		if !m.Matches(set[m.Name]) {
+			return false
+		}
+	}
+	return true
 }
 
 // usedMetrics returns the sorted, distinct metric names the dashboard selects.

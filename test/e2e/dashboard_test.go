@@ -63,6 +63,38 @@ func checkDashboard(t *testing.T, s settings, prom panelquery.Client, target, ba
 	streamsEnd := time.Now()
 	v = openDashboard(t, prom, d, scrape, streamsEnd)
 	checkPanels(t, d, v, streamExpectations(burst, failing, streams, truth), false)
+	checkMethodVariable(t, prom, d, v.at, sayHello, streamHellos)
+}
+
+// checkMethodVariable lists the values of the dashboard's method variable
+// through Prometheus, over the time range of the dashboard opened at at, as
+// Grafana fills its picker, and fails unless each method in want is there to
+// be picked alone.
+func checkMethodVariable(t *testing.T, prom panelquery.Client, d *panelquery.Dashboard, at time.Time, want ...string) {
+	t.Helper()
+	i := slices.IndexFunc(d.Templating.List, func(v panelquery.Variable) bool { return v.Name == "method" })
+	if i < 0 {
+		t.Fatal("the dashboard has no method variable")
+	}
+	selector, label, err := panelquery.ParseLabelValues(d.Templating.List[i].QueryText())
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to, err := d.TimeRange(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	values, err := prom.LabelValues(ctx, label, selector, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range want {
+		if !slices.Contains(values, method) {
+			t.Errorf("the method variable lists %q, not %s", values, method)
+		}
+	}
 }
 
 // checkCreatedTimestampZeros proves that Prometheus stored a 0 at the

@@ -60,7 +60,9 @@ type Variable struct {
 	IncludeAll bool   `json:"includeAll"`
 	Multi      bool   `json:"multi"`
 	AllValue   string `json:"allValue"`
-	Current    struct {
+	// Query is a string or the Prometheus query editor's object; see QueryText.
+	Query   json.RawMessage `json:"query"`
+	Current struct {
 		// Value is a string or a list of strings; "$__all" means All.
 		Value json.RawMessage `json:"value"`
 	} `json:"current"`

@@ -27,4 +27,7 @@
 //     down to a multiple of the step; an instant query runs at the rounded end.
 //   - A template variable takes its current value; "All" takes the
 //     variable's allValue, and several values become (a|b), regex-escaped.
+//   - A label_values(selector, label) variable lists the label's values on
+//     the series the selector matches within the time range
+//     (Client.LabelValues).
 package panelquery

@@ -59,6 +59,18 @@ func (c Client) Instant(ctx context.Context, expr string, t time.Time) ([]Series
 	return c.query(ctx, "/api/v1/query", params)
 }
 
+// LabelValues lists the values of label on the series selector matches
+// between start and end, as Grafana fills a label_values(selector, label)
+// variable over the dashboard's time range (/api/v1/label/<label>/values).
+func (c Client) LabelValues(ctx context.Context, label, selector string, start, end time.Time) ([]string, error) {
+	params := url.Values{"match[]": {selector}, "start": {formatTime(start)}, "end": {formatTime(end)}}
+	var values []string
+	if err := c.get(ctx, "/api/v1/label/"+url.PathEscape(label)+"/values", params, &values); err != nil {
+		return nil, fmt.Errorf("values of %s on %s: %w", label, selector, err)
+	}
+	return values, nil
+}
+
 // Config returns the configuration Prometheus runs with, as YAML
 // (/api/v1/status/config): the loaded file, its defaults filled in.
 func (c Client) Config(ctx context.Context) (string, error) {

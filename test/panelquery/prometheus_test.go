@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 )
@@ -103,8 +104,28 @@ func TestClient_ReadsTheConfig(t *testing.T) {
 	}
 }
 
+func TestClient_ListsLabelValuesOverTheRange(t *testing.T) {
+	srv, got := fakeAPI(t, `{"status":"success","data":["/a.A/B","/a.A/C"]}`, http.StatusOK)
+	end := time.Date(2026, 3, 31, 12, 0, 5, 0, time.UTC)
+	const selector = `{__name__=~"x|y"}`
+	values, err := Client{URL: srv.URL, HTTP: srv.Client()}.LabelValues(context.Background(), "method", selector, end.Add(-time.Minute), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("path") != "/api/v1/label/method/values" || got.Get("match[]") != selector || got.Get("start") != "1774958345.000" || got.Get("end") != "1774958405.000" {
+		t.Errorf("request %v, want match[]=%s over the minute at /api/v1/label/method/values", *got, selector)
+	}
+	if !slices.Equal(values, []string{"/a.A/B", "/a.A/C"}) {
+		t.Errorf("values = %q", values)
+	}
+}
+
 func TestClient_ReportsPrometheusErrors(t *testing.T) {
 	calls := map[string]func(Client) error{
+		"label values": func(c Client) error {
+			_, err := c.LabelValues(context.Background(), "method", "{", time.Now(), time.Now())
+			return err
+		},
 		"instant query": func(c Client) error {
 			_, err := c.Instant(context.Background(), "up{", time.Now())
 			return err
