@@ -13,6 +13,7 @@ import (
 
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/replay"
 )
 
@@ -104,8 +105,8 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 		}),
 		peerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_calls_total",
-			Help: "Collapsed calls and replayed streams forwarded to the replica that owns their key, by method and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
-		}, []string{"method", "code"}),
+			Help: "Collapsed calls and replayed streams forwarded to the replica that owns their key, by method, who answered (owner: self when the forwarding sidecar owns the key, peer when another replica does, none when no owner answered) and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
+		}, []string{"method", "owner", "code"}),
 		peerFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_fallbacks_total",
 			Help: "Forwarded calls and streams that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
@@ -160,11 +161,12 @@ func (s *Sidecar) ObserveBackendStream(method string, code codes.Code) {
 	s.backendCalls.WithLabelValues(s.methods.label(method), codeName(code)).Inc()
 }
 
-// ObservePeerCall counts one call forwarded to an owner; fellBack: it did
-// not reach one and went to the local backend.
-func (s *Sidecar) ObservePeerCall(method string, code codes.Code, fellBack bool) {
+// ObservePeerCall counts one call forwarded to an owner, answered by owner
+// (proxy.OwnerSelf, OwnerPeer or OwnerNone); fellBack: it did not reach one and went to the
+// local backend.
+func (s *Sidecar) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
 	m := s.methods.label(method)
-	s.peerCalls.WithLabelValues(m, codeName(code)).Inc()
+	s.peerCalls.WithLabelValues(m, owner, codeName(code)).Inc()
 	if fellBack {
 		s.peerFallbacks.WithLabelValues(m, codeName(code)).Inc()
 	}
@@ -272,7 +274,9 @@ func (s *Sidecar) touch(method string, r policy.Rule) {
 		s.requests.WithLabelValues(method, outcomePassthrough, ok)
 	}
 	if s.sources.Peers && r.Action != policy.Passthrough {
-		s.peerCalls.WithLabelValues(method, ok)
+		for _, owner := range []string{proxy.OwnerSelf, proxy.OwnerPeer} {
+			s.peerCalls.WithLabelValues(method, owner, ok)
+		}
 		s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
 	}
 	s.backendCalls.WithLabelValues(method, ok)

@@ -278,16 +278,17 @@ func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
 	if _, err := reg.Gather(); err != nil { // the series of a known method start at 0
 		t.Fatal(err)
 	}
-	s.ObservePeerCall(sayHello, codes.OK, false)
-	s.ObservePeerCall(sayHello, codes.Unavailable, true)
+	s.ObservePeerCall(sayHello, proxy.OwnerPeer, codes.OK, false)
+	s.ObservePeerCall(sayHello, proxy.OwnerNone, codes.Unavailable, true)
 	s.ObservePeerRequest(sayHello, "joined", codes.OK)
 	for _, c := range []struct {
 		vec    *prometheus.CounterVec
 		labels []string
 		want   float64
 	}{
-		{s.peerCalls, []string{sayHello, "OK"}, 1},
-		{s.peerCalls, []string{sayHello, "Unavailable"}, 1},
+		{s.peerCalls, []string{sayHello, "peer", "OK"}, 1},
+		{s.peerCalls, []string{sayHello, "self", "OK"}, 0},
+		{s.peerCalls, []string{sayHello, "none", "Unavailable"}, 1},
 		{s.peerFallbacks, []string{sayHello, "Unavailable"}, 1},
 		{s.peerRequests, []string{sayHello, "joined", "OK"}, 1},
 		{s.peerRequests, []string{sayHello, "leader", "OK"}, 0},
@@ -314,7 +315,7 @@ func TestSidecar_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing.
 		vec  *prometheus.CounterVec
 		want int
 	}{
-		{"peer calls", s.peerCalls, 2},
+		{"peer calls", s.peerCalls, 4}, // owner self and peer, for each
 		{"peer fallbacks", s.peerFallbacks, 2},
 		{"peer requests", s.peerRequests, len(collapse.Outcomes) + len(replay.Outcomes)},
 	} {

@@ -45,6 +45,9 @@ const (
 	// HopHeader marks a forwarded call.
 	HopHeader = "collapser-hop"
 	// ServedHeader is the trailer an owner puts on every answer it sends.
+	// Its value is a token of the owner's own, drawn at random when it
+	// starts, by which a forwarder tells an answer of its own (it owns the
+	// key) from another replica's.
 	ServedHeader = "collapser-peer-served"
 )
 

@@ -16,8 +16,17 @@ import (
 // requestkey makes starts with it: a key starts with the method's length.
 const peerKeyPrefix = "\x00"
 
-// servedByOwner is the trailer an owner sends with every answer to a peer.
-var servedByOwner = metadata.Pairs(peers.ServedHeader, "1")
+// Who answered a call forwarded to its key's owner, as passed to
+// Observer.ObservePeerCall.
+const (
+	// OwnerSelf: this sidecar owns the key and answered on its own peer port.
+	OwnerSelf = "self"
+	// OwnerPeer: another replica owns the key and answered.
+	OwnerPeer = "peer"
+	// OwnerNone: no owner answered. The call fell back to the local
+	// backend, or its caller left before an answer came.
+	OwnerNone = "none"
+)
 
 // errNotForwarded answers a call to the peer port that no peer forwarded.
 var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer port serves only calls forwarded by peers")
@@ -35,10 +44,10 @@ func (p *Proxy) invokeOwner(ctx context.Context, method, sub string, payload []b
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
 	err := p.peers.Invoke(toOwner(ctx, md, key), method, &frame{payload: payload}, &reply, opts...)
 	if err != nil && !reachedOwner(ctx, trailer) {
-		p.observer.ObservePeerCall(method, status.Code(err), true)
+		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
 		return p.invoke(ctx, method, sub, payload, md)
 	}
-	p.observer.ObservePeerCall(method, status.Code(err), false)
+	p.observer.ObservePeerCall(method, p.owner(trailer), status.Code(err), false)
 	return p.response(reply, header, trailer, err)
 }
 
@@ -49,7 +58,9 @@ func (p *Proxy) invokeOwner(ctx context.Context, method, sub string, payload []b
 // the owner's trailer reached no owner: it is opened to the local backend
 // instead.
 func (p *Proxy) openOwner(ctx context.Context, method, sub string, payload []byte, md metadata.MD, key string) (replay.Upstream, error) {
-	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, code, false) }
+	var cs grpc.ClientStream
+	// The owner's mark is in the trailer, read once the stream has ended.
+	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
 	cs, err := p.sendRequest(toOwner(ctx, md, key), p.peers, method, sub, payload, md)
 	if err == nil {
 		// Header blocks until the owner answers; nil means the stream
@@ -63,10 +74,10 @@ func (p *Proxy) openOwner(ctx context.Context, method, sub string, payload []byt
 			return &upstream{cs: cs, ended: ended, end: err}, nil
 		}
 	} else if ctx.Err() != nil {
-		ended(status.Code(err))
+		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), false)
 		return nil, err
 	}
-	p.observer.ObservePeerCall(method, status.Code(err), true)
+	p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
 	return p.openUpstream(ctx, method, sub, payload, md)
 }
 
@@ -87,6 +98,19 @@ func toOwner(ctx context.Context, md metadata.MD, key string) context.Context {
 // connection, or the connection broke.
 func reachedOwner(ctx context.Context, trailer metadata.MD) bool {
 	return len(trailer.Get(peers.ServedHeader)) > 0 || ctx.Err() != nil
+}
+
+// owner says who answered a forwarded call by its trailer: this proxy, by
+// its own mark, another replica, by another one, or no owner.
+func (p *Proxy) owner(trailer metadata.MD) string {
+	switch mark := trailer.Get(peers.ServedHeader); {
+	case len(mark) == 0:
+		return OwnerNone
+	case mark[0] == p.served.Get(peers.ServedHeader)[0]:
+		return OwnerSelf
+	default:
+		return OwnerPeer
+	}
 }
 
 // handlePeer serves a call a peer forwarded because this sidecar owns its

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"cmp"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	// Registers the gzip compressor so gzip-compressed callers are understood
 	// and answered in kind.
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
@@ -66,10 +69,11 @@ type Observer interface {
 	// is the stream's, not the backend's latency.
 	ObserveBackendStream(method string, code codes.Code)
 	// ObservePeerCall is called once per call or replayed stream forwarded
-	// to the key's owner, with the owner's code (a stream's when it ends),
-	// or the code of the failure to reach it and fellBack set when the call
-	// or stream was made to the local backend instead.
-	ObservePeerCall(method string, code codes.Code, fellBack bool)
+	// to the key's owner, with who answered it (OwnerSelf, OwnerPeer, or
+	// OwnerNone) and the owner's code (a stream's when it ends), or the code
+	// of the failure to reach it and fellBack set when the call or stream
+	// was made to the local backend instead.
+	ObservePeerCall(method, owner string, code codes.Code, fellBack bool)
 	// ObservePeerRequest is called once per call or replayed stream served
 	// for a peer, instead of ObserveRequest or ObserveStreamRequest.
 	ObservePeerRequest(method, outcome string, code codes.Code)
@@ -140,6 +144,10 @@ type Proxy struct {
 	observer       Observer
 	logger         *slog.Logger
 	codec          *codec
+	// served is the trailer of every answer served for a peer: the owner's
+	// mark, with this proxy's own token, by which a forwarder tells an
+	// answer of its own from another replica's.
+	served metadata.MD
 }
 
 // New checks o and returns a Proxy.
@@ -185,6 +193,7 @@ func New(o Options) (*Proxy, error) {
 		observer:       o.Observer,
 		logger:         o.Logger,
 		codec:          c,
+		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
 	}
 	p.group = collapse.New(collapse.Options[*Response]{
 		MaxEntries:    o.CacheMaxEntries,
@@ -270,7 +279,7 @@ func (p *Proxy) serve(ss grpc.ServerStream, method string, by from) error {
 	if by == fromPeer {
 		// This replica's policy passes it through (a reload the forwarder
 		// has not seen yet): it is served so, and answered as the owner.
-		ss.SetTrailer(servedByOwner)
+		ss.SetTrailer(p.served)
 	}
 	return p.passthrough(ss, method, rule, by)
 }
@@ -289,6 +298,6 @@ type nopObserver struct{}
 func (nopObserver) ObserveRequest(string, string, codes.Code)            {}
 func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
 func (nopObserver) ObserveBackendStream(string, codes.Code)              {}
-func (nopObserver) ObservePeerCall(string, codes.Code, bool)             {}
+func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)     {}
 func (nopObserver) ObservePeerRequest(string, string, codes.Code)        {}
 func (nopObserver) ObserveStreamRequest(string, string, codes.Code)      {}

@@ -33,7 +33,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	observe := p.observer.ObserveStreamRequest
 	if by == fromPeer {
 		observe = p.observer.ObservePeerRequest
-		ss.SetTrailer(servedByOwner)
+		ss.SetTrailer(p.served)
 	}
 	payload, sub, key, err := p.receiveKeyed(ss, method, md, by)
 	if err != nil {

@@ -61,9 +61,9 @@ type backendRecord struct {
 
 // peerRecord is one call forwarded to an owner.
 type peerRecord struct {
-	method   string
-	code     codes.Code
-	fellBack bool
+	method, owner string
+	code          codes.Code
+	fellBack      bool
 }
 
 // recorder is a proxy.Observer that remembers every observation.
@@ -76,10 +76,10 @@ type recorder struct {
 	streamRequests []requestRecord
 }
 
-func (r *recorder) ObservePeerCall(method string, code codes.Code, fellBack bool) {
+func (r *recorder) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.peerCalls = append(r.peerCalls, peerRecord{method, code, fellBack})
+	r.peerCalls = append(r.peerCalls, peerRecord{method, owner, code, fellBack})
 }
 
 func (r *recorder) ObserveStreamRequest(method, outcome string, code codes.Code) {

@@ -50,7 +50,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, by 
 		return p.invoke(c.Context(), method, sub, payload, md)
 	})
 	if by == fromPeer {
-		ss.SetTrailer(servedByOwner)
+		ss.SetTrailer(p.served)
 	}
 	err = p.reply(ss, method, outcome, resp, err)
 	observe(method, outcome.String(), callerCode(ctx, err))

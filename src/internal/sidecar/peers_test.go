@@ -129,15 +129,16 @@ func TestPeers_BurstOverThreeReplicasMakesOneBackendCall(t *testing.T) {
 						t.Fatalf("caller %d got %v, want the owner's one reply", i, reply)
 					}
 				}
-				var forwarded, served float64
+				var toSelf, toPeer, served float64
 				for _, r := range rs {
-					forwarded += r.sidecar.metricSum(t, "collapser_peer_calls_total", map[string]string{"code": "OK"})
+					toSelf += r.sidecar.metricSum(t, "collapser_peer_calls_total", map[string]string{"owner": "self", "code": "OK"})
+					toPeer += r.sidecar.metricSum(t, "collapser_peer_calls_total", map[string]string{"owner": "peer", "code": "OK"})
 					served += r.sidecar.metricSum(t, "collapser_peer_requests_total", nil)
 				}
 				// Each sidecar's leader forwarded its one call, the owner's
 				// to itself, and the owner served all three.
-				if forwarded != 3 || served != 3 {
-					t.Errorf("peer calls forwarded %v, served %v; want 3 and 3", forwarded, served)
+				if toSelf != 1 || toPeer != 2 || served != 3 {
+					t.Errorf("peer calls answered by the forwarder itself %v, by another replica %v, served %v; want 1, 2 and 3", toSelf, toPeer, served)
 				}
 			}
 		})
@@ -256,7 +257,8 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 				return n
 			}
 			testkit.WaitFor(t, "three streams forwarded and served", func() bool {
-				return sum("collapser_peer_calls_total", map[string]string{"code": "OK"}) == 3 &&
+				return sum("collapser_peer_calls_total", map[string]string{"owner": "self", "code": "OK"}) == 1 &&
+					sum("collapser_peer_calls_total", map[string]string{"owner": "peer", "code": "OK"}) == 2 &&
 					sum("collapser_peer_requests_total", map[string]string{"code": "OK"}) == 3
 			})
 			if fellBack := sum("collapser_peer_fallbacks_total", nil); fellBack != 0 {
@@ -293,6 +295,9 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 	}
 	if got := sc.metricSum(t, "collapser_peer_fallbacks_total", map[string]string{"code": "Unavailable"}); got != 1 {
 		t.Errorf("fallbacks with UNAVAILABLE = %v, want 1", got)
+	}
+	if got := sc.metricSum(t, "collapser_peer_calls_total", map[string]string{"owner": "none", "code": "Unavailable"}); got != 1 {
+		t.Errorf("forwarded streams no owner answered = %v, want 1", got)
 	}
 }
 
