@@ -14,9 +14,23 @@ type source struct {
 	value float64
 }
 
+// panelCheck checks what one panel shows.
+type panelCheck func(v view, panel string) error
+
+// expect is the expectation that every check holds of panel.
+func expect(panel string, checks ...panelCheck) expectation {
+	return expectation{panels: []string{panel}, check: func(v view) error {
+		errs := make([]error, len(checks))
+		for i, c := range checks {
+			errs[i] = c(v, panel)
+		}
+		return errors.Join(errs...)
+	}}
+}
+
 // total expects a stat panel to show what every source says.
-func total(panel string, sources ...source) func(view) error {
-	return func(v view) error {
+func total(sources ...source) panelCheck {
+	return func(v view, panel string) error {
 		got, err := v.total(panel)
 		if err != nil {
 			return err
@@ -37,8 +51,8 @@ func total(panel string, sources ...source) func(view) error {
 // sawRate expects a rate panel's query, its series summed, to peak at
 // count / $__rate_interval at least: one of its windows holds the scrape
 // before the burst and the one after, and rate() only extrapolates upward.
-func sawRate(panel, refID string, count float64) func(view) error {
-	return func(v view) error {
+func sawRate(refID string, count float64) panelCheck {
+	return func(v view, panel string) error {
 		peak, err := v.peak(panel, refID)
 		if err != nil {
 			return err
@@ -51,20 +65,23 @@ func sawRate(panel, refID string, count float64) func(view) error {
 	}
 }
 
-// hasSeries expects a panel's query to return data.
-func hasSeries(panel, refID string) func(view) error {
-	return func(v view) error {
-		if len(v.results[viewKey(panel, refID)]) == 0 {
-			return fmt.Errorf("%s: no data", refID)
+// hasSeries expects a panel's queries to return data.
+func hasSeries(refIDs ...string) panelCheck {
+	return func(v view, panel string) error {
+		var errs []error
+		for _, ref := range refIDs {
+			if len(v.results[viewKey(panel, ref)]) == 0 {
+				errs = append(errs, fmt.Errorf("%s: no data", ref))
+			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 }
 
 // outcomes expects a stat panel of one value per outcome to show exactly
 // these outcomes and values.
-func outcomes(panel string, want map[string]float64) func(view) error {
-	return func(v view) error {
+func outcomes(want map[string]float64) panelCheck {
+	return func(v view, panel string) error {
 		got := map[string]float64{}
 		for _, s := range v.results[viewKey(panel, "A")] {
 			got[s.Labels["outcome"]] = lastValue(s)
@@ -82,8 +99,8 @@ func outcomes(panel string, want map[string]float64) func(view) error {
 }
 
 // peakIs expects a time series query, its series summed, to peak at want.
-func peakIs(panel, refID string, want float64) func(view) error {
-	return func(v view) error {
+func peakIs(refID string, want float64) panelCheck {
+	return func(v view, panel string) error {
 		peak, err := v.peak(panel, refID)
 		if err == nil && peak != want {
 			err = fmt.Errorf("%s peaks at %v, want %v", refID, peak, want)
@@ -93,8 +110,8 @@ func peakIs(panel, refID string, want float64) func(view) error {
 }
 
 // noSeries expects a panel's queries to return nothing.
-func noSeries(panel string, refIDs ...string) func(view) error {
-	return func(v view) error {
+func noSeries(refIDs ...string) panelCheck {
+	return func(v view, panel string) error {
 		var errs []error
 		for _, ref := range refIDs {
 			if series := v.results[viewKey(panel, ref)]; len(series) != 0 {

@@ -53,24 +53,24 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 	own := source{"the backend's own count", float64(truth)}
 	rows := append(onePodExpectations(burst, truth), idleStreamExpectations()...)
 	return append(rows, []expectation{
-		{[]string{"Requests"}, total("Requests", source{"the demo sent", requests})},
-		{[]string{"Errors"}, total("Errors", source{"the demo's errors", float64(burst.Errors)})},
-		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", source{"the demo's report", backend}, own)},
-		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", source{"the demo's report", backend}, own)},
-		{[]string{"Backend-load reduction"}, func(v view) error {
-			got, err := v.total("Backend-load reduction")
+		expect("Requests", total(source{"the demo sent", requests})),
+		expect("Errors", total(source{"the demo's errors", float64(burst.Errors)})),
+		expect("Backend calls: sidecar", total(source{"the demo's report", backend}, own)),
+		expect("Backend calls: backend's own count", total(source{"the demo's report", backend}, own)),
+		expect("Backend-load reduction", func(v view, panel string) error {
+			got, err := v.total(panel)
 			if err == nil && math.Abs(got-burst.CollapseRatio) > 1e-9 {
 				err = fmt.Errorf("shows %v, the demo's collapse ratio is %v", got, burst.CollapseRatio)
 			}
 			return err
-		}},
-		{[]string{"p95 backend latency"}, func(v view) error {
-			got, err := v.total("p95 backend latency")
+		}),
+		expect("p95 backend latency", func(v view, panel string) error {
+			got, err := v.total(panel)
 			if err == nil && !(got > bucket[0] && got <= bucket[1]) {
 				err = fmt.Errorf("shows %vs, outside the histogram bucket (%v, %v] of the backend's %v latency", got, bucket[0], bucket[1], backendLatency)
 			}
 			return err
-		}},
+		}),
 		// One backend call per leader: every other request joined it or
 		// hit the cache; nothing was stale or passed through.
 		{[]string{"Joined", "Cache hits"}, func(v view) error {
@@ -84,54 +84,50 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 			}
 			return nil
 		}},
-		{[]string{"Stale served"}, total("Stale served", source{"the chart's default rule (no stale results)", 0})},
-		{[]string{"Passed through"}, total("Passed through", source{"the demo's calls of a collapsed method", 0})},
-		{[]string{"Requests/s by outcome"}, sawRate("Requests/s by outcome", "A", requests)},
-		{[]string{"Backend calls/s: sidecar vs. backend's own count"}, func(v view) error {
-			const panel = "Backend calls/s: sidecar vs. backend's own count"
-			return errors.Join(sawRate(panel, "A", requests)(v), sawRate(panel, "B", backend)(v), sawRate(panel, "C", backend)(v))
-		}},
-		{[]string{"Collapsed (joined) requests/s"}, func(v view) error {
+		expect("Stale served", total(source{"the chart's default rule (no stale results)", 0})),
+		expect("Passed through", total(source{"the demo's calls of a collapsed method", 0})),
+		expect("Requests/s by outcome", sawRate("A", requests)),
+		expect("Backend calls/s: sidecar vs. backend's own count", sawRate("A", requests), sawRate("B", backend), sawRate("C", backend)),
+		expect("Collapsed (joined) requests/s", func(v view, panel string) error {
 			joined, err := v.total("Joined")
 			if err != nil {
 				return err
 			}
-			return sawRate("Collapsed (joined) requests/s", "A", joined)(v)
-		}},
-		{[]string{"Cache hits and stale serves/s"}, hasSeries("Cache hits and stale serves/s", "A")},
-		{[]string{"Backend-load reduction %"}, func(v view) error {
-			peak, err := v.peak("Backend-load reduction %", "A")
+			return sawRate("A", joined)(v, panel)
+		}),
+		expect("Cache hits and stale serves/s", hasSeries("A")),
+		expect("Backend-load reduction %", func(v view, panel string) error {
+			peak, err := v.peak(panel, "A")
 			if err == nil && peak < burst.CollapseRatio-1e-9 {
 				err = fmt.Errorf("peaks at %v, below the demo's collapse ratio %v", peak, burst.CollapseRatio)
 			}
 			return err
-		}},
-		{[]string{"Backend call latency"}, func(v view) error {
+		}),
+		expect("Backend call latency", func(v view, panel string) error {
 			var errs []error
 			for _, ref := range []string{"A", "B", "C"} {
-				peak, err := v.peak("Backend call latency", ref)
+				peak, err := v.peak(panel, ref)
 				if err == nil && !(peak > bucket[0] && peak <= bucket[1]) {
 					err = fmt.Errorf("%s peaks at %vs, outside the bucket (%v, %v] of the backend's %v latency", ref, peak, bucket[0], bucket[1], backendLatency)
 				}
 				errs = append(errs, err)
 			}
 			return errors.Join(errs...)
-		}},
-		{[]string{"Errors/s (code != OK)"}, noSeries("Errors/s (code != OK)", "A", "B", "C")},
-		{[]string{"In-flight keys", "Waiters", "Cache entries & bytes"}, func(v view) error {
-			return errors.Join(hasSeries("In-flight keys", "A")(v), hasSeries("Waiters", "A")(v),
-				hasSeries("Cache entries & bytes", "A")(v), hasSeries("Cache entries & bytes", "B")(v))
-		}},
-		{[]string{"Queued backend calls"}, func(v view) error {
-			peak, err := v.peak("Queued backend calls", "A")
+		}),
+		expect("Errors/s (code != OK)", noSeries("A", "B", "C")),
+		expect("In-flight keys", hasSeries("A")),
+		expect("Waiters", hasSeries("A")),
+		expect("Cache entries & bytes", hasSeries("A", "B")),
+		expect("Queued backend calls", func(v view, panel string) error {
+			peak, err := v.peak(panel, "A")
 			if err == nil && peak != 0 {
 				err = fmt.Errorf("peaks at %v, want 0: one backend call never waits for a slot", peak)
 			}
 			return err
-		}},
-		{[]string{"Method rules"}, func(v view) error {
+		}),
+		expect("Method rules", func(v view, panel string) error {
 			want := map[string]string{sayHello: "collapse", streamHellos: "replay"}
-			for _, s := range v.results[viewKey("Method rules", "A")] {
+			for _, s := range v.results[viewKey(panel, "A")] {
 				if action, ok := want[s.Labels["method"]]; ok {
 					if s.Labels["action"] != action || lastValue(s) != 1 {
 						return fmt.Errorf("%s: %v on %v sidecars, want %s on 1", s.Labels["method"], s.Labels, lastValue(s), action)
@@ -140,13 +136,13 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 				}
 			}
 			if len(want) != 0 {
-				return fmt.Errorf("no row for %v in %v", want, v.results[viewKey("Method rules", "A")])
+				return fmt.Errorf("no row for %v in %v", want, v.results[viewKey(panel, "A")])
 			}
 			return nil
-		}},
-		{[]string{"Policy file"}, total("Policy file", source{"a sidecar that started on its policy file", 1})},
-		{[]string{"Policy reloads"}, func(v view) error {
-			series := v.results[viewKey("Policy reloads", "A")]
+		}),
+		expect("Policy file", total(source{"a sidecar that started on its policy file", 1})),
+		expect("Policy reloads", func(v view, panel string) error {
+			series := v.results[viewKey(panel, "A")]
 			var results []string
 			for _, s := range series {
 				results = append(results, s.Labels["result"])
@@ -159,7 +155,7 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 				return fmt.Errorf("results %v, want failure and success", results)
 			}
 			return nil
-		}},
+		}),
 	}...)
 }
 
@@ -169,10 +165,10 @@ func errorExpectations(burst, failing *demo.Report, truth int64) []expectation {
 	reports := source{"the demo's reports", float64(burst.BackendCalls + failing.BackendCalls)}
 	own := source{"the backend's own count", float64(truth)}
 	return []expectation{
-		{[]string{"Requests"}, total("Requests", source{"the demo sent", float64(burst.Requests + failing.Requests)})},
-		{[]string{"Errors"}, total("Errors", source{"the demo's errors", float64(failing.Errors)})},
-		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", reports, own)},
-		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", reports, own)},
-		{[]string{"Errors/s (code != OK)"}, sawRate("Errors/s (code != OK)", "A", float64(failing.Errors))},
+		expect("Requests", total(source{"the demo sent", float64(burst.Requests + failing.Requests)})),
+		expect("Errors", total(source{"the demo's errors", float64(failing.Errors)})),
+		expect("Backend calls: sidecar", total(reports, own)),
+		expect("Backend calls: backend's own count", total(reports, own)),
+		expect("Errors/s (code != OK)", sawRate("A", float64(failing.Errors))),
 	}
 }

@@ -75,37 +75,29 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 	report := source{"the demo's report (the backends' own counts)", backend}
 	forwarded := source{"the pods' own forwarded calls", p.forwarded}
 	return []expectation{
-		{[]string{"Requests"}, total("Requests", source{"the demo sent", requests}, source{"the pods' own counts", p.requests})},
-		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", report)},
-		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count", report)},
-		{[]string{"Backend-load reduction"}, func(v view) error {
-			got, err := v.total("Backend-load reduction")
+		expect("Requests", total(source{"the demo sent", requests}, source{"the pods' own counts", p.requests})),
+		expect("Backend calls: sidecar", total(report)),
+		expect("Backend calls: backend's own count", total(report)),
+		expect("Backend-load reduction", func(v view, panel string) error {
+			got, err := v.total(panel)
 			if want := 1 - backend/requests; err == nil && math.Abs(got-want) > 1e-9 {
 				err = fmt.Errorf("shows %v, want 1 - %v / %v = %v", got, backend, requests, want)
 			}
 			return err
-		}},
-		{[]string{"Backend calls per pod"}, perPodCalls(replicas, report, report)},
-		{[]string{"Backend calls/s per pod"}, func(v view) error {
-			const panel = "Backend calls/s per pod"
-			return errors.Join(sawRate(panel, "A", backend)(v), sawRate(panel, "B", backend)(v))
-		}},
+		}),
+		expect("Backend calls per pod", perPodCalls(replicas, report, report)),
+		expect("Backend calls/s per pod", sawRate("A", backend), sawRate("B", backend)),
 		// Every pod's callers led once and forwarded their call: with one
 		// backend call in all, no pod led twice (a second leader comes
 		// after its pod's cached answer expired, and so did the owner's).
-		{[]string{"Forwarded calls"}, total("Forwarded calls", forwarded,
-			source{"the pods' own leaders", p.leaders}, source{"pods whose callers led", float64(p.led)})},
+		expect("Forwarded calls", total(forwarded,
+			source{"the pods' own leaders", p.leaders}, source{"pods whose callers led", float64(p.led)})),
 		// One pod owns the key: its own leader's call it answered itself.
-		{[]string{"Answered by other pods"}, total("Answered by other pods",
-			source{"the pods' own calls answered by another pod / leaders", p.toPeers / p.leaders},
-			source{"every leader's but the owner's", float64(p.led-1) / float64(p.led)})},
-		{[]string{"Fallbacks to the local backend"}, total("Fallbacks to the local backend",
-			source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})},
-		{[]string{"Calls served for peers"}, total("Calls served for peers", forwarded, source{"the pods' own counts", p.servedForPeers})},
-		{[]string{"Forwarded and peer-served calls/s"}, func(v view) error {
-			const panel = "Forwarded and peer-served calls/s"
-			return errors.Join(sawRate(panel, "A", p.forwarded)(v), peakIs(panel, "B", 0)(v), sawRate(panel, "C", p.forwarded)(v))
-		}},
+		expect("Answered by other pods", total(source{"the pods' own calls answered by another pod / leaders", p.toPeers / p.leaders},
+			source{"every leader's but the owner's", float64(p.led-1) / float64(p.led)})),
+		expect("Fallbacks to the local backend", total(source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})),
+		expect("Calls served for peers", total(forwarded, source{"the pods' own counts", p.servedForPeers})),
+		expect("Forwarded and peer-served calls/s", sawRate("A", p.forwarded), peakIs("B", 0), sawRate("C", p.forwarded)),
 	}
 }
 
@@ -116,24 +108,20 @@ func onePodExpectations(burst *demo.Report, truth int64) []expectation {
 	backend := float64(burst.BackendCalls)
 	none := source{"one pod, no peers", 0}
 	return []expectation{
-		{[]string{"Backend calls per pod"}, perPodCalls(1, source{"the demo's report", backend}, source{"the backend's own count", float64(truth)})},
-		{[]string{"Backend calls/s per pod"}, func(v view) error {
-			const panel = "Backend calls/s per pod"
-			return errors.Join(sawRate(panel, "A", backend)(v), sawRate(panel, "B", backend)(v))
-		}},
-		{[]string{"Forwarded calls"}, total("Forwarded calls", none)},
-		{[]string{"Answered by other pods"}, total("Answered by other pods", none)},
-		{[]string{"Fallbacks to the local backend"}, total("Fallbacks to the local backend", none)},
-		{[]string{"Calls served for peers"}, total("Calls served for peers", none)},
-		{[]string{"Forwarded and peer-served calls/s"}, noSeries("Forwarded and peer-served calls/s", "A", "B", "C")},
+		expect("Backend calls per pod", perPodCalls(1, source{"the demo's report", backend}, source{"the backend's own count", float64(truth)})),
+		expect("Backend calls/s per pod", sawRate("A", backend), sawRate("B", backend)),
+		expect("Forwarded calls", total(none)),
+		expect("Answered by other pods", total(none)),
+		expect("Fallbacks to the local backend", total(none)),
+		expect("Calls served for peers", total(none)),
+		expect("Forwarded and peer-served calls/s", noSeries("A", "B", "C")),
 	}
 }
 
 // perPodCalls expects Backend calls per pod to show pods pods, each with the
 // same count from its sidecar (A) and its hello backend (B), and these sums.
-func perPodCalls(pods int, sidecar, backend source) func(view) error {
-	const panel = "Backend calls per pod"
-	return func(v view) error {
+func perPodCalls(pods int, sidecar, backend source) panelCheck {
+	return func(v view, panel string) error {
 		a, errA := byPod(v.results[viewKey(panel, "A")])
 		b, errB := byPod(v.results[viewKey(panel, "B")])
 		if err := errors.Join(errA, errB); err != nil {

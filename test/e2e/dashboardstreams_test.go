@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -72,15 +71,13 @@ func (r streamRun) backendStreams() int64 { return r.shared.BackendCalls + r.rep
 func idleStreamExpectations() []expectation {
 	none := source{"no stream call yet", 0}
 	return []expectation{
-		{[]string{"Stream requests by outcome"}, outcomes("Stream requests by outcome", map[string]float64{"leader": 0, "joined": 0, "replayed": 0, "own": 0})},
-		{[]string{"Backend streams: sidecar"}, total("Backend streams: sidecar", none)},
-		{[]string{"Backend streams: backend's own count"}, total("Backend streams: backend's own count", none)},
-		{[]string{"Stream requests/s by outcome"}, peakIs("Stream requests/s by outcome", "A", 0)},
-		{[]string{"Live and held streams"}, func(v view) error {
-			return errors.Join(peakIs("Live and held streams", "A", 0)(v), peakIs("Live and held streams", "B", 0)(v))
-		}},
-		{[]string{"Stream readers"}, peakIs("Stream readers", "A", 0)},
-		{[]string{"Recorded stream bytes"}, peakIs("Recorded stream bytes", "A", 0)},
+		expect("Stream requests by outcome", outcomes(map[string]float64{"leader": 0, "joined": 0, "replayed": 0, "own": 0})),
+		expect("Backend streams: sidecar", total(none)),
+		expect("Backend streams: backend's own count", total(none)),
+		expect("Stream requests/s by outcome", peakIs("A", 0)),
+		expect("Live and held streams", peakIs("A", 0), peakIs("B", 0)),
+		expect("Stream readers", peakIs("A", 0)),
+		expect("Recorded stream bytes", peakIs("A", 0)),
 	}
 }
 
@@ -91,34 +88,31 @@ func streamExpectations(burst, failing *demo.Report, run streamRun, truth int64)
 	backend := float64(burst.BackendCalls + failing.BackendCalls + run.backendStreams())
 	streams := source{"the demo's stream reports (the backend's own count)", float64(run.backendStreams())}
 	return []expectation{
-		{[]string{"Requests"}, total("Requests", source{"the demo sent, streams included", requests})},
-		{[]string{"Backend calls: sidecar"}, total("Backend calls: sidecar", source{"the demo's reports, streams included", backend})},
-		{[]string{"Backend calls: backend's own count"}, total("Backend calls: backend's own count",
-			source{"the backend's own counts of SayHello and StreamHellos", float64(truth + run.backendStreams())})},
-		{[]string{"Backend-load reduction"}, func(v view) error {
+		expect("Requests", total(source{"the demo sent, streams included", requests})),
+		expect("Backend calls: sidecar", total(source{"the demo's reports, streams included", backend})),
+		expect("Backend calls: backend's own count", total(source{"the backend's own counts of SayHello and StreamHellos", float64(truth + run.backendStreams())})),
+		expect("Backend-load reduction", func(v view, panel string) error {
 			// No request failed before a path was chosen: every one counts.
-			got, err := v.total("Backend-load reduction")
+			got, err := v.total(panel)
 			if want := 1 - backend/requests; err == nil && math.Abs(got-want) > 1e-9 {
 				err = fmt.Errorf("shows %v, want 1 - %v backend calls / %v requests = %v", got, backend, requests, want)
 			}
 			return err
-		}},
-		{[]string{"Stream requests by outcome"}, outcomes("Stream requests by outcome", map[string]float64{
-			"leader": 1, "joined": float64(run.shared.Requests - 1), "replayed": float64(run.replayed.Requests), "own": 0})},
-		{[]string{"Backend streams: sidecar"}, total("Backend streams: sidecar", streams)},
-		{[]string{"Backend streams: backend's own count"}, total("Backend streams: backend's own count", streams)},
-		{[]string{"Stream requests/s by outcome"}, sawRate("Stream requests/s by outcome", "A", float64(run.requests()))},
+		}),
+		expect("Stream requests by outcome", outcomes(map[string]float64{
+			"leader": 1, "joined": float64(run.shared.Requests - 1), "replayed": float64(run.replayed.Requests), "own": 0})),
+		expect("Backend streams: sidecar", total(streams)),
+		expect("Backend streams: backend's own count", total(streams)),
+		expect("Stream requests/s by outcome", sawRate("A", float64(run.requests()))),
 		// Scraped during the shared stream, and after it while it is kept.
-		{[]string{"Live and held streams"}, func(v view) error {
-			return errors.Join(peakIs("Live and held streams", "A", 1)(v), peakIs("Live and held streams", "B", 1)(v))
-		}},
-		{[]string{"Stream readers"}, peakIs("Stream readers", "A", float64(run.shared.Requests))},
-		{[]string{"Recorded stream bytes"}, func(v view) error {
-			peak, err := v.peak("Recorded stream bytes", "A")
+		expect("Live and held streams", peakIs("A", 1), peakIs("B", 1)),
+		expect("Stream readers", peakIs("A", float64(run.shared.Requests))),
+		expect("Recorded stream bytes", func(v view, panel string) error {
+			peak, err := v.peak(panel, "A")
 			if err == nil && peak <= 0 {
 				err = fmt.Errorf("peaks at %v bytes, want more than 0: %d replies were recorded", peak, streamMessages)
 			}
 			return err
-		}},
+		}),
 	}
 }
