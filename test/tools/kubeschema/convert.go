@@ -87,49 +87,62 @@ func fromSwagger(defs map[string]schema) (map[string]schema, error) {
 // definition. A reference back into a definition being inlined (a recursive
 // type, such as JSONSchemaProps) becomes an open schema.
 func inline(v any, defs map[string]schema, open map[string]bool) any {
+	return rewrite(v, func(s schema) (any, bool) {
+		ref, ok := s["$ref"].(string)
+		if !ok {
+			if s["format"] == "int-or-string" {
+				return intOrStringSchema(), true
+			}
+			return nil, false
+		}
+		name := strings.TrimPrefix(ref, refPrefix)
+		switch {
+		case name == intOrString:
+			return intOrStringSchema(), true
+		case name == quantity:
+			return schema{"oneOf": []any{schema{"type": "string"}, schema{"type": "number"}}}, true
+		case open[name]:
+			return schema{}, true
+		}
+		def, ok := defs[name]
+		if !ok {
+			return schema{}, true
+		}
+		open[name] = true
+		defer delete(open, name)
+		return inline(def, defs, open), true
+	})
+}
+
+// rewrite returns a strict copy of the schema v: every schema object in it
+// is first offered to replace, which returns its replacement and true, or
+// false to keep the object, whose fields are then rewritten in turn. The
+// group-version-kind extension is dropped: a kind's file names it.
+func rewrite(v any, replace func(schema) (any, bool)) any {
 	switch v := v.(type) {
 	case schema:
-		if ref, ok := v["$ref"].(string); ok {
-			name := strings.TrimPrefix(ref, refPrefix)
-			switch {
-			case name == intOrString:
-				return intOrStringSchema()
-			case name == quantity:
-				return schema{"oneOf": []any{schema{"type": "string"}, schema{"type": "number"}}}
-			case open[name]:
-				return schema{}
-			}
-			def, ok := defs[name]
-			if !ok {
-				return schema{}
-			}
-			open[name] = true
-			defer delete(open, name)
-			return inline(def, defs, open)
-		}
-		if v["format"] == "int-or-string" {
-			return intOrStringSchema()
+		if r, ok := replace(v); ok {
+			return r
 		}
 		out := schema{}
 		for k, x := range v {
-			if k == "x-kubernetes-group-version-kind" {
-				continue
-			}
-			if k == "properties" {
+			switch k {
+			case "x-kubernetes-group-version-kind":
+			case "properties": // a map of names to schemas, not a schema
 				props := schema{}
 				for name, p := range x.(schema) {
-					props[name] = inline(p, defs, open)
+					props[name] = rewrite(p, replace)
 				}
 				out[k] = props
-				continue
+			default:
+				out[k] = rewrite(x, replace)
 			}
-			out[k] = inline(x, defs, open)
 		}
 		return strict(out)
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = inline(x, defs, open)
+			out[i] = rewrite(x, replace)
 		}
 		return out
 	default:
@@ -201,33 +214,12 @@ func fromCRDFile(path string) (map[string]schema, error) {
 // crdStrict applies strict to every object of a CRD's schema and turns
 // x-kubernetes-int-or-string into a JSON schema choice.
 func crdStrict(v any) any {
-	switch v := v.(type) {
-	case schema:
-		if v["x-kubernetes-int-or-string"] == true {
-			return intOrStringSchema()
+	return rewrite(v, func(s schema) (any, bool) {
+		if s["x-kubernetes-int-or-string"] == true {
+			return intOrStringSchema(), true
 		}
-		out := schema{}
-		for k, x := range v {
-			if k == "properties" {
-				props := schema{}
-				for name, p := range x.(schema) {
-					props[name] = crdStrict(p)
-				}
-				out[k] = props
-				continue
-			}
-			out[k] = crdStrict(x)
-		}
-		return strict(out)
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = crdStrict(x)
-		}
-		return out
-	default:
-		return v
-	}
+		return nil, false
+	})
 }
 
 // writeAll writes each schema to dir under its file name, sorted for stable output.
