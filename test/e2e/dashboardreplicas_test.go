@@ -93,7 +93,7 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 		expect("Forwarded calls", total(forwarded,
 			source{"the pods' own leaders", p.leaders}, source{"pods whose callers led", float64(p.led)})),
 		// One pod owns the key: its own leader's call it answered itself.
-		expect("Answered by other pods", total(source{"the pods' own calls answered by another pod / leaders", p.toPeers / p.leaders},
+		expect("Forwarded share (other pods)", total(source{"the pods' own calls answered by another pod / leaders", p.toPeers / p.leaders},
 			source{"every leader's but the owner's", float64(p.led-1) / float64(p.led)})),
 		expect("Fallbacks to the local backend", total(source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})),
 		expect("Calls served for peers", total(forwarded, source{"the pods' own counts", p.servedForPeers})),
@@ -111,7 +111,7 @@ func onePodExpectations(burst *demo.Report, truth int64) []expectation {
 		expect("Backend calls per pod", perPodCalls(1, source{"the demo's report", backend}, source{"the backend's own count", float64(truth)})),
 		expect("Backend calls/s per pod", sawRate("A", backend), sawRate("B", backend)),
 		expect("Forwarded calls", total(none)),
-		expect("Answered by other pods", total(none)),
+		expect("Forwarded share (other pods)", total(none)),
 		expect("Fallbacks to the local backend", total(none)),
 		expect("Calls served for peers", total(none)),
 		expect("Forwarded and peer-served calls/s", noSeries("A", "B", "C")),
