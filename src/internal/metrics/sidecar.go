@@ -105,7 +105,7 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 		}),
 		peerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_calls_total",
-			Help: "Collapsed calls and replayed streams forwarded to the replica that owns their key, by method, who answered (owner: self when the forwarding sidecar owns the key, peer when another replica does, none when no owner answered) and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
+			Help: "Collapsed calls and replayed streams forwarded to the replica that owns their key, by method, who answered (owner: self when the forwarding sidecar owns the key, peer when another replica does, none when no owner's answer came, for a stream its end) and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
 		}, []string{"method", "owner", "code"}),
 		peerFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_peer_fallbacks_total",

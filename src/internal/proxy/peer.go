@@ -23,8 +23,9 @@ const (
 	OwnerSelf = "self"
 	// OwnerPeer: another replica owns the key and answered.
 	OwnerPeer = "peer"
-	// OwnerNone: no owner answered. The call fell back to the local
-	// backend, or its caller left before an answer came.
+	// OwnerNone: no owner's answer came (for a stream, its end): the call
+	// fell back to the local backend, its caller left first, or the owner
+	// went away in the middle of a stream.
 	OwnerNone = "none"
 )
 
