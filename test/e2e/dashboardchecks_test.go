@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/collapser/collapser/test/panelquery"
@@ -106,6 +107,22 @@ func peakIs(refID string, want float64) panelCheck {
 			err = fmt.Errorf("%s peaks at %v, want %v", refID, peak, want)
 		}
 		return err
+	}
+}
+
+// labelValues expects the series of a panel's query to carry exactly these
+// values of label, want sorted.
+func labelValues(refID, label string, want ...string) panelCheck {
+	return func(v view, panel string) error {
+		var got []string
+		for _, s := range v.results[viewKey(panel, refID)] {
+			got = append(got, s.Labels[label])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("%s: series by %s %q, want %q", refID, label, got, want)
+		}
+		return nil
 	}
 }
 

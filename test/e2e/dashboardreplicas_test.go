@@ -97,7 +97,8 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 			source{"every leader's but the owner's", float64(p.led-1) / float64(p.led)})),
 		expect("Fallbacks to the local backend", total(source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})),
 		expect("Calls served for peers", total(forwarded, source{"the pods' own counts", p.servedForPeers})),
-		expect("Forwarded and peer-served calls/s", sawRate("A", p.forwarded), peakIs("B", 0), sawRate("C", p.forwarded)),
+		expect("Forwarded and peer-served calls/s", sawRate("A", p.forwarded), labelValues("A", "owner", "peer", "self"),
+			peakIs("B", 0), sawRate("C", p.forwarded)),
 	}
 }
 
