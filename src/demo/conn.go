@@ -87,10 +87,13 @@ func connect(ctx context.Context, role, addr string, timeout time.Duration) (*gr
 			return nil, fmt.Errorf("%s %s: connection shut down", role, addr)
 		}
 		if !conn.WaitForStateChange(ctx, state) {
-			if state == connectivity.TransientFailure && ctx.Err() == context.DeadlineExceeded {
-				return nil, errors.Join(fmt.Errorf("%s %s is unreachable (connection %s for %s)", role, addr, state, timeout), conn.Close())
+			// Between two refused attempts the state may be either
+			// TRANSIENT_FAILURE or CONNECTING: the timeout is what counts.
+			err := fmt.Errorf("connect to %s %s (connection %s): %w", role, addr, state, ctx.Err())
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("%s %s is unreachable: not connected within %s (connection %s)", role, addr, timeout, state)
 			}
-			return nil, errors.Join(fmt.Errorf("connect to %s %s (connection %s): %w", role, addr, state, ctx.Err()), conn.Close())
+			return nil, errors.Join(err, conn.Close())
 		}
 	}
 }
