@@ -16,12 +16,17 @@ import (
 // --latency, and so on.
 const envPrefix = "HELLO_"
 
+// maxReplyBytes bounds --reply-bytes: within grpc-go's default 4 MiB
+// message limit with room for the other fields.
+const maxReplyBytes = 4<<20 - 1024
+
 // config is the backend's configuration.
 type config struct {
 	listen          string
 	metricsListen   string
 	latency         time.Duration
 	streamInterval  time.Duration
+	replyBytes      int
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 }
@@ -37,6 +42,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":2113", "`address` of the Prometheus /metrics endpoint")
 	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "how long each Greeter request waits before it is answered")
 	fs.DurationVar(&c.streamInterval, "stream-interval", 0, "time between two StreamHellos replies of a request that sets no interval_ms")
+	fs.IntVar(&c.replyBytes, "reply-bytes", 0, "pad every greeting with '.' to at least this many `bytes`, for loads with answers of a given size; 0: no padding")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may take to finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
 
@@ -51,6 +57,9 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	}
 	if c.streamInterval < 0 {
 		return config{}, fmt.Errorf("--stream-interval (%s) must not be negative, got %s", envName("stream-interval"), c.streamInterval)
+	}
+	if c.replyBytes < 0 || c.replyBytes > maxReplyBytes {
+		return config{}, fmt.Errorf("--reply-bytes (%s) must be in [0, %d], got %d", envName("reply-bytes"), maxReplyBytes, c.replyBytes)
 	}
 	if c.shutdownTimeout < 0 {
 		return config{}, fmt.Errorf("--shutdown-timeout (%s) must not be negative, got %s", envName("shutdown-timeout"), c.shutdownTimeout)

@@ -30,7 +30,7 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 	if err != nil {
 		logger.Warn("no hostname for the served-by trailer", "error", err)
 	}
-	backend, err := hello.New(hello.Options{Latency: cfg.latency, StreamInterval: cfg.streamInterval, ServedBy: servedBy, Registerer: reg})
+	backend, err := hello.New(hello.Options{Latency: cfg.latency, StreamInterval: cfg.streamInterval, ReplyBytes: cfg.replyBytes, ServedBy: servedBy, Registerer: reg})
 	if err != nil {
 		return errors.Join(err, grpcLis.Close(), metricsLis.Close())
 	}

@@ -30,7 +30,7 @@ func (g greeter) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hell
 	if err := g.s.wait(ctx); err != nil {
 		return nil, err
 	}
-	return reply(ctx, req.GetName(), call), nil
+	return g.s.reply(ctx, req.GetName(), call), nil
 }
 
 // StreamHellos sends max(count, 1) identical replies after one wait, the
@@ -55,7 +55,7 @@ func (g greeter) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStrea
 	if err := g.s.wait(ctx); err != nil {
 		return err
 	}
-	r := reply(ctx, req.GetName(), call)
+	r := g.s.reply(ctx, req.GetName(), call)
 	for i := range max(count, 1) {
 		if i > 0 && interval > 0 {
 			if err := sleep(ctx, interval); err != nil {
@@ -94,7 +94,7 @@ func (g greeter) CollectHellos(stream grpc.ClientStreamingServer[hellov1.HelloRe
 	if err := g.s.wait(ctx); err != nil {
 		return err
 	}
-	return stream.SendAndClose(reply(ctx, strings.Join(names, ", "), call))
+	return stream.SendAndClose(g.s.reply(ctx, strings.Join(names, ", "), call))
 }
 
 // Chat answers every greeting as it arrives, each after the configured latency.
@@ -115,7 +115,7 @@ func (g greeter) Chat(stream grpc.BidiStreamingServer[hellov1.HelloRequest, hell
 		if err := g.s.wait(ctx); err != nil {
 			return err
 		}
-		if err := stream.Send(reply(ctx, req.GetName(), call)); err != nil {
+		if err := stream.Send(g.s.reply(ctx, req.GetName(), call)); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,9 @@ type Options struct {
 	// StreamInterval is the time between two StreamHellos replies of a
 	// request that asks for none. 0 = no wait.
 	StreamInterval time.Duration
+	// ReplyBytes pads every reply's greeting with '.' to at least this many
+	// bytes, for loads with answers of a given size. 0 = no padding.
+	ReplyBytes int
 	// Registerer receives the counter hello_requests_total{method}; nil = the
 	// counter is not exported.
 	Registerer prometheus.Registerer
@@ -61,13 +65,14 @@ type Server struct {
 	latency        time.Duration
 	streamInterval time.Duration
 	servedBy       string
+	replyBytes     int
 	counts         counts
 	requests       [len(greeterMethods)]prometheus.Counter // children of hello_requests_total, by method
 }
 
 // New returns a Server configured by o, with its counter registered.
 func New(o Options) (*Server, error) {
-	s := &Server{latency: o.Latency, streamInterval: o.StreamInterval, servedBy: o.ServedBy}
+	s := &Server{latency: o.Latency, streamInterval: o.StreamInterval, servedBy: o.ServedBy, replyBytes: o.ReplyBytes}
 	if s.servedBy == "" {
 		s.servedBy = DefaultServedBy
 	}
@@ -126,7 +131,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// reply builds the greeting for name.
-func reply(ctx context.Context, name string, call int64) *hellov1.HelloReply {
-	return &hellov1.HelloReply{Message: "Hello, " + name, Caller: callerFrom(ctx), Call: call}
+// reply builds the greeting for name, padded to the server's ReplyBytes.
+func (s *Server) reply(ctx context.Context, name string, call int64) *hellov1.HelloReply {
+	msg := "Hello, " + name
+	if pad := s.replyBytes - len(msg); pad > 0 {
+		msg += strings.Repeat(".", pad)
+	}
+	return &hellov1.HelloReply{Message: msg, Caller: callerFrom(ctx), Call: call}
 }
