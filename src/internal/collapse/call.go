@@ -54,6 +54,9 @@ func (c *Call) Context() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx == nil {
+		if c.parent == nil { // finished: the call is over
+			return ended
+		}
 		if c.timeout > 0 {
 			c.ctx, c.cancel = context.WithTimeout(c.parent, c.timeout)
 		} else {
@@ -69,6 +72,13 @@ func (c *Call) Context() context.Context {
 	}
 	return c.ctx
 }
+
+// ended is what Context returns once the call is over: a cancelled context.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // Own reports whether the call is one caller's own, not shared: the call
 // it joined produced a private value (Options.Private), so it makes its own.
@@ -87,7 +97,10 @@ func (c *Call) abort() {
 }
 
 // finish ends the call: its context is cancelled, which releases its timer,
-// and the leader is no longer watched.
+// and the leader is no longer watched. It then lets go of everything the
+// call was made with (the leader's context, the watch, its own context), so
+// that an entry that outlives its call, as a held result does, keeps
+// nothing of the stream that led it.
 func (c *Call) finish() {
 	c.abort()
 	c.mu.Lock()
@@ -95,6 +108,8 @@ func (c *Call) finish() {
 	if c.stop != nil {
 		c.stop()
 	}
+	c.parent, c.leader, c.leaver, c.stop = nil, nil, nil, nil
+	c.ctx, c.cancel = nil, nil
 }
 
 // protect runs fn with c and turns a panic into a *PanicError; a
