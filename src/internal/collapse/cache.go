@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/collapser/collapser/src/internal/expiryheap"
+	"github.com/collapser/collapser/src/internal/heapsize"
 )
 
 // shard is one independently locked part of a Group's key space.
@@ -29,7 +30,7 @@ func (g *Group[V]) complete(e *entry[V]) {
 	var size int64
 	keep := e.err == nil && !private && e.opts.keeps()
 	if keep {
-		size = int64(len(e.key)) + EntryOverhead
+		size = heapsize.String(e.key) + EntryOverhead
 		if g.size != nil {
 			size += g.size(e.val)
 		}

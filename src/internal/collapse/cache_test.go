@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collapser/collapser/src/internal/heapsize"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -46,7 +47,7 @@ func TestGroup_ResultServedForItsOwnTTL(t *testing.T) {
 
 func TestGroup_LimitsCountKeysValuesAndOverhead(t *testing.T) {
 	size := func(s string) int64 { return int64(len(s)) }
-	cost := func(key, val string) int64 { return int64(len(key)+len(val)) + EntryOverhead }
+	cost := func(key, val string) int64 { return heapsize.String(key) + int64(len(val)) + EntryOverhead }
 	ttl := &CallOptions{TTL: time.Hour}
 	bigKey := strings.Repeat("k", 1000)
 	tests := []struct {
@@ -60,7 +61,7 @@ func TestGroup_LimitsCountKeysValuesAndOverhead(t *testing.T) {
 		{"max bytes evicts the first to go", Options[string]{MaxBytes: cost("a", "v") + 1, Size: size}, []string{"a", "b"}, 1, cost("b", "v")},
 		{"a large key counts", Options[string]{MaxBytes: cost(bigKey, "v") + 10, Size: size}, []string{"a", bigKey}, 1, cost(bigKey, "v")},
 		{"a key too large is not kept", Options[string]{MaxEntryBytes: cost("a", "v"), Size: size}, []string{"a", bigKey}, 1, cost("a", "v")},
-		{"without Size a key still counts: not kept", Options[string]{MaxEntryBytes: cost("a", "")}, []string{"a", "ab"}, 1, cost("a", "")},
+		{"without Size a key still counts: not kept", Options[string]{MaxEntryBytes: cost("a", "")}, []string{"a", strings.Repeat("b", 9)}, 1, cost("a", "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +122,7 @@ func TestGroup_StatsDropResultsThatAreGone(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		do(g, k, opts, value(k, nil))
 	}
-	if st := g.Stats(); st.Entries != 3 || st.Bytes != 3*(1+EntryOverhead) {
+	if st := g.Stats(); st.Entries != 3 || st.Bytes != 3*(heapsize.String("a")+EntryOverhead) {
 		t.Fatalf("stats = %+v, want 3 entries", st)
 	}
 	clock.Store(int64(time.Second)) // stale, still held for StaleIfError

@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"fmt"
+	"maps"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/heapsize"
 )
 
 func TestForwardable_DropsTransportHeadersKeepsTheRest(t *testing.T) {
@@ -62,18 +67,45 @@ func TestContentSubtype(t *testing.T) {
 	}
 }
 
-func TestResponseSize_CountsPayloadAndMetadata(t *testing.T) {
+func TestResponseSize_CountsPayloadAndMetadataAsAllocated(t *testing.T) {
 	r := &Response{
-		Payload: make([]byte, 10),
+		Payload: make([]byte, 10, 20),
 		Header:  metadata.Pairs("ab", "cde"),
 		Trailer: metadata.Pairs("f", "g"),
 	}
-	const mdEntryOverhead = 64 // mdsize's overhead of one entry
-	want := int64(responseOverhead + 10 + 2*mdEntryOverhead + len("ab") + len("cde") + 16 + len("f") + len("g") + 16)
+	want := heapsize.Of(int(unsafe.Sizeof(*r))) + heapsize.Of(20) + heapsize.MD(r.Header) + heapsize.MD(r.Trailer)
 	if got := responseSize(r); got != want {
 		t.Errorf("responseSize = %d, want %d", got, want)
 	}
 	if got := responseSize(nil); got != 0 {
 		t.Errorf("responseSize(nil) = %d, want 0", got)
+	}
+}
+
+func TestKept_DropsHopHeadersAndKeepsNothingOfAnEmptyMap(t *testing.T) {
+	many := metadata.MD{"content-type": {"application/grpc"}}
+	for i := range 8 {
+		many[fmt.Sprintf("x-%d", i)] = []string{"v"}
+	}
+	tests := []struct {
+		name string
+		md   metadata.MD
+		want metadata.MD
+	}{
+		{"nil", nil, nil},
+		{"only hop headers", metadata.Pairs("content-type", "application/grpc", "grpc-status", "0"), nil},
+		{"application headers stay", metadata.Pairs("content-type", "application/grpc", "x-a", "1"), metadata.Pairs("x-a", "1")},
+		{"a map that shrinks past a group", many, func() metadata.MD {
+			want := maps.Clone(many)
+			delete(want, "content-type")
+			return want
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := kept(tt.md); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("kept = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -3,10 +3,11 @@ package proxy
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/collapser/collapser/src/internal/mdsize"
+	"github.com/collapser/collapser/src/internal/heapsize"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
@@ -33,16 +34,34 @@ type Response struct {
 	Private bool
 }
 
-// responseOverhead is what responseSize counts for the Response itself,
-// besides its payload and metadata.
-const responseOverhead = 96
-
-// responseSize returns the bytes r holds, for collapse.Options.Size.
+// responseSize returns the bytes r holds, for collapse.Options.Size: the
+// Response, its payload's array and its metadata maps, as allocated.
 func responseSize(r *Response) int64 {
 	if r == nil {
 		return 0
 	}
-	return responseOverhead + int64(len(r.Payload)) + mdsize.Of(r.Header) + mdsize.Of(r.Trailer)
+	return heapsize.Of(int(unsafe.Sizeof(*r))) + heapsize.Bytes(r.Payload) + heapsize.MD(r.Header) + heapsize.MD(r.Trailer)
+}
+
+// kept is strip for metadata a response keeps: nil when nothing is left,
+// and a map of its own size when stripping left the map holding more than
+// what is left needs.
+func kept(md metadata.MD) metadata.MD {
+	before := len(md)
+	md = strip(md)
+	switch {
+	case len(md) == 0:
+		return nil
+	case heapsize.Map(len(md), 1) == heapsize.Map(before, 1):
+		return md
+	}
+	// maps.Clone would copy the tables as they are: a map made for what is
+	// left holds only what it needs.
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		out[k] = v
+	}
+	return out
 }
 
 // headerSet holds lower-case header names.

@@ -156,7 +156,7 @@ func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, 
 // response is what a backend call that answered out with header and
 // trailer, or failed with err, produced.
 func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Response, error) {
-	resp := &Response{Header: strip(header), Trailer: strip(trailer)}
+	resp := &Response{Header: kept(header), Trailer: kept(trailer)}
 	resp.Private = p.private.privateIn(resp.Header) || p.private.privateIn(resp.Trailer)
 	if err != nil {
 		resp.Err = status.Convert(err).Err()

@@ -6,23 +6,25 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/collapser/collapser/src/internal/mdsize"
+	"github.com/collapser/collapser/src/internal/heapsize"
 )
 
-// recordOverhead estimates what a kept record costs besides its key,
-// metadata and messages: the record, its heap and map slots.
-const recordOverhead = 256
+// recordOverhead is what a kept record holds besides its key, metadata and
+// messages: the record and its changed channel (an unbuffered channel's
+// runtime header is 96 bytes) as allocated, and its slots in the streams'
+// map and heap at their average load (see collapse's slotBytes).
+var recordOverhead = heapsize.Of(int(unsafe.Sizeof(record{}))) + heapsize.Of(96) + (24+1)*4/3 + 8*4/3
 
 // record is one upstream's header, messages and end, as far as it has come.
 type record struct {
 	key     string
 	streams *Streams
 	ttl     time.Duration
-	ctx     context.Context // the upstream's: no caller's
-	cancel  context.CancelFunc
+	cancel  context.CancelFunc // of the upstream's context; nil once it ended
 
 	mu      sync.Mutex
 	changed chan struct{} // closed, and replaced, at every change; guarded by mu
@@ -32,7 +34,7 @@ type record struct {
 	private   bool     // the header or trailer is private: only the leader may see it
 	frames    [][]byte // messages first..first+len-1 of the stream
 	first     int
-	bytes     int64 // of frames
+	bytes     int64 // the frames' arrays hold, as allocated
 	closed    bool  // takes no new reader: outgrew its bounds, went private or lost its readers
 	ended     bool
 	err       error // the upstream's end: nil for OK
@@ -45,9 +47,11 @@ type record struct {
 	index    int // in streams.held; -1 when not kept
 }
 
-func newRecord(s *Streams, key string, ttl time.Duration) *record {
-	ctx, cancel := context.WithCancel(context.Background()) // the upstream belongs to no caller
-	return &record{key: key, streams: s, ttl: ttl, ctx: ctx, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}
+// newRecord returns a record for key and the context its upstream is read
+// under, which belongs to no caller.
+func newRecord(s *Streams, key string, ttl time.Duration) (*record, context.Context) {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &record{key: key, streams: s, ttl: ttl, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}, ctx
 }
 
 // ExpiresBefore orders kept records by expiry (expiryheap.Item).
@@ -56,11 +60,10 @@ func (r *record) ExpiresBefore(o *record) bool { return r.expires.Before(o.expir
 // HeapIndex is where Streams.held keeps r's position (expiryheap.Item).
 func (r *record) HeapIndex() *int { return &r.index }
 
-// pump reads the upstream into the record until it ends. It never waits for
-// a reader.
-func (r *record) pump(open Open) {
-	defer r.cancel()
-	up, err := open(r.ctx)
+// pump reads the upstream, opened under ctx, into the record until it
+// ends. It never waits for a reader.
+func (r *record) pump(ctx context.Context, open Open) {
+	up, err := open(ctx)
 	if err != nil {
 		r.end(nil, err)
 		return
@@ -93,10 +96,10 @@ func (r *record) pump(open Open) {
 // the stream outgrows them. The caller holds r.mu.
 func (r *record) append(msg []byte) {
 	r.frames = append(r.frames, msg)
-	r.bytes += int64(len(msg))
+	r.bytes += heapsize.Bytes(msg)
 	for len(r.frames) > 1 && (r.bytes > r.streams.maxBytes || len(r.frames) > r.streams.maxMessages) {
 		r.closed = true
-		r.bytes -= int64(len(r.frames[0]))
+		r.bytes -= heapsize.Bytes(r.frames[0])
 		r.frames[0] = nil
 		r.frames = r.frames[1:]
 		r.first++
@@ -112,10 +115,13 @@ func (r *record) update(change func()) {
 	r.mu.Unlock()
 }
 
-// end records the upstream's end and tells the streams.
+// end records the upstream's end and tells the streams. The upstream's
+// context is released: an ended record keeps nothing of its stream.
 func (r *record) end(trailer metadata.MD, err error) {
 	r.update(func() {
 		r.ended, r.trailer, r.err = true, trailer, err
+		r.cancel()
+		r.cancel = nil
 		if r.streams.private != nil && r.streams.private(trailer) {
 			r.private, r.closed = true, true
 		}
@@ -123,10 +129,12 @@ func (r *record) end(trailer metadata.MD, err error) {
 	r.streams.finish(r)
 }
 
-// size is what a kept record counts against Options.MaxHeldBytes. The
-// caller holds r.mu.
+// size is what a kept record counts against Options.MaxHeldBytes: what it
+// holds as allocated, its messages' arrays and the array of their slices
+// at their capacity. The caller holds r.mu.
 func (r *record) size() int64 {
-	return recordOverhead + int64(len(r.key)) + r.bytes + mdsize.Of(r.header) + mdsize.Of(r.trailer)
+	return recordOverhead + heapsize.String(r.key) + heapsize.MD(r.header) + heapsize.MD(r.trailer) +
+		heapsize.Of(cap(r.frames)*int(unsafe.Sizeof([]byte(nil)))) + r.bytes
 }
 
 // Reader is one caller's cursor into a record. It is not safe for

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,9 +57,9 @@ func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outco
 		r.readers++
 		return &Reader{r: r}, Join
 	}
-	r := newRecord(s, key, ttl)
+	r, ctx := newRecord(s, key, ttl)
 	s.m[key] = r
-	go r.pump(open)
+	go r.pump(ctx, open)
 	return &Reader{r: r, lead: true}, Lead
 }
 
@@ -88,6 +89,11 @@ func (s *Streams) finish(r *record) {
 	defer s.mu.Unlock()
 	r.mu.Lock()
 	keep := r.err == nil && !r.closed && r.ttl > 0
+	if keep {
+		// The messages' slices in an array of their own number: what
+		// append grew for a live stream is not held for its TTL.
+		r.frames = slices.Clone(r.frames)
+	}
 	size := r.size()
 	r.mu.Unlock()
 	if keep && size <= s.maxHeldBytes {
