@@ -126,11 +126,11 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 		queued:        prometheus.NewDesc("collapser_backend_calls_queued", "Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.", nil, nil),
 		waiters:       prometheus.NewDesc("collapser_waiters", "Callers waiting for a shared backend call, leaders included.", nil, nil),
 		entries:       prometheus.NewDesc("collapser_cache_entries", "Results held in the result cache, fresh and stale.", nil, nil),
-		bytes:         prometheus.NewDesc("collapser_cache_bytes", "Bytes the result cache counts against its limit: keys, values and per-entry overhead.", nil, nil),
+		bytes:         prometheus.NewDesc("collapser_cache_bytes", "Bytes the result cache holds as the Go heap allocates them: keys, values with their metadata, and each entry's overhead.", nil, nil),
 		liveStreams:   prometheus.NewDesc("collapser_streams_live", "Replayed streams reading their backend stream now.", nil, nil),
 		heldStreams:   prometheus.NewDesc("collapser_streams_held", "Ended replayed streams kept to be replayed whole.", nil, nil),
 		streamReaders: prometheus.NewDesc("collapser_stream_readers", "Callers reading a live replayed stream now.", nil, nil),
-		streamBytes:   prometheus.NewDesc("collapser_stream_recorded_bytes", "Message bytes held by the records of replayed streams, live and kept.", nil, nil),
+		streamBytes:   prometheus.NewDesc("collapser_stream_recorded_bytes", "Bytes the records of replayed streams hold as the Go heap allocates them: kept records whole, live records' messages.", nil, nil),
 	}
 	for _, result := range []string{"success", "failure"} {
 		s.reloads.WithLabelValues(result)

@@ -173,7 +173,7 @@ func TestSidecar_GaugesReadStatsOncePerScrape(t *testing.T) {
 # HELP collapser_backend_calls_queued Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.
 # TYPE collapser_backend_calls_queued gauge
 collapser_backend_calls_queued 2
-# HELP collapser_cache_bytes Bytes the result cache counts against its limit: keys, values and per-entry overhead.
+# HELP collapser_cache_bytes Bytes the result cache holds as the Go heap allocates them: keys, values with their metadata, and each entry's overhead.
 # TYPE collapser_cache_bytes gauge
 collapser_cache_bytes 1234
 # HELP collapser_cache_entries Results held in the result cache, fresh and stale.
@@ -349,7 +349,7 @@ func TestSidecar_StreamRequestsAndGauges(t *testing.T) {
 # HELP collapser_stream_readers Callers reading a live replayed stream now.
 # TYPE collapser_stream_readers gauge
 collapser_stream_readers 30
-# HELP collapser_stream_recorded_bytes Message bytes held by the records of replayed streams, live and kept.
+# HELP collapser_stream_recorded_bytes Bytes the records of replayed streams hold as the Go heap allocates them: kept records whole, live records' messages.
 # TYPE collapser_stream_recorded_bytes gauge
 collapser_stream_recorded_bytes 4096
 # HELP collapser_streams_held Ended replayed streams kept to be replayed whole.
