@@ -90,7 +90,7 @@ fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).
 ################################################################################
 ##@ Lint and generated code
 
-lint: verify-generated verify-dashboards ## Check gofmt, go vet, staticcheck, generated code and dashboard copies.
+lint: verify-generated verify-dashboards ## Check gofmt, go vet, staticcheck, generated code, dashboard copies and Markdown links.
 	./scripts/lint.sh
 
 fmt: ## Rewrite Go files with gofmt (the fix for lint's gofmt check).
@@ -107,6 +107,9 @@ dashboards: ## Copy dashboards/collapser.json into the chart (Helm reads only in
 
 verify-dashboards: ## Fail if the chart's dashboard copy differs from dashboards/collapser.json.
 	./scripts/dashboards.sh verify
+
+verify-links: ## Fail if a relative link or #anchor in a Markdown file git knows of is broken.
+	cd test && $(GO) test -count=1 ./tools/mdlinks/
 
 ################################################################################
 ##@ Images, chart and cluster
@@ -159,4 +162,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo

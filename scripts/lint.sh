@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Static checks for every Go module in the repository (the root and, when it
-# exists, test/): gofmt, go vet and staticcheck at STATICCHECK_VERSION (Makefile).
+# exists, test/): gofmt, go vet and staticcheck at STATICCHECK_VERSION (Makefile);
+# then the relative links and anchors of the Markdown files (make verify-links).
 set -o errexit -o nounset -o pipefail
 
 : "${STATICCHECK_VERSION:?set by the Makefile: run make lint}"
@@ -20,3 +21,7 @@ for m in "${modules[@]}"; do
   echo "==> go vet + staticcheck@$STATICCHECK_VERSION in $m"
   (cd "$m" && go vet ./... && go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...)
 done
+if [[ -f test/go.mod ]]; then
+  echo "==> relative links and anchors in the Markdown files"
+  (cd test && go test -count=1 ./tools/mdlinks/)
+fi
