@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/proxy"
 )
 
 func TestNewRegistry_HoldsGoAndProcessCollectors(t *testing.T) {
@@ -32,7 +33,7 @@ func TestHandler_ServesSidecarAndRuntimeMetricsThatPassLint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewSidecar: %v", err)
 	}
-	s.ObserveRequest(sayHello, "cache_hit", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "cache_hit", codes.OK)
 
 	rec := httptest.NewRecorder()
 	Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

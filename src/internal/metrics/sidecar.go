@@ -142,10 +142,23 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 	return s, nil
 }
 
-// ObserveRequest counts one request answered with code, served as outcome
-// (a collapse.Outcome's label, "passthrough" or "error").
-func (s *Sidecar) ObserveRequest(method, outcome string, code codes.Code) {
-	s.requests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
+// ObserveRequest counts one request answered with code, served as outcome,
+// in its route's series: collapser_requests_total for a caller's call,
+// collapser_stream_requests_total for a caller's replayed stream and
+// collapser_peer_requests_total for what a peer forwarded.
+func (s *Sidecar) ObserveRequest(route proxy.Route, method, outcome string, code codes.Code) {
+	s.routed(route).WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
+}
+
+// routed returns the requests series of route.
+func (s *Sidecar) routed(route proxy.Route) *prometheus.CounterVec {
+	switch route {
+	case proxy.RouteStream:
+		return s.streamRequests
+	case proxy.RoutePeer:
+		return s.peerRequests
+	}
+	return s.requests
 }
 
 // ObserveBackendCall counts one backend call that ended with code after d.
@@ -170,16 +183,6 @@ func (s *Sidecar) ObservePeerCall(method, owner string, code codes.Code, fellBac
 	if fellBack {
 		s.peerFallbacks.WithLabelValues(m, codeName(code)).Inc()
 	}
-}
-
-// ObservePeerRequest counts one call served for a peer.
-func (s *Sidecar) ObservePeerRequest(method, outcome string, code codes.Code) {
-	s.peerRequests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
-}
-
-// ObserveStreamRequest counts one call of a replayed method.
-func (s *Sidecar) ObserveStreamRequest(method, outcome string, code codes.Code) {
-	s.streamRequests.WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
 }
 
 // ObservePolicyReload counts one reload of a changed policy file.

@@ -4,17 +4,19 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/collapser/collapser/src/internal/proxy"
 )
 
 // BenchmarkObserveRequest measures the hot path: a method already admitted,
 // a label combination already created.
 func BenchmarkObserveRequest(b *testing.B) {
 	s, _ := newTestSidecarWith(b, Sources{})
-	s.ObserveRequest("/hello.v1.Greeter/SayHello", "joined", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			s.ObserveRequest("/hello.v1.Greeter/SayHello", "joined", codes.OK)
+			s.ObserveRequest(proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
 		}
 	})
 }

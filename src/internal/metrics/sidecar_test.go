@@ -75,7 +75,7 @@ func TestSidecar_MetricNamesMatchContractAndPassLint(t *testing.T) {
 	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule {
 		return map[string]policy.Rule{"/a.B/C": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated}}
 	}})
-	s.ObserveRequest(sayHello, "leader", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
 	s.ObserveBackendCall(sayHello, codes.OK, time.Millisecond)
 
 	for _, name := range []string{
@@ -102,11 +102,11 @@ func TestSidecar_MetricNamesMatchContractAndPassLint(t *testing.T) {
 
 func TestSidecar_ObserveRequestCountsByMethodOutcomeAndCode(t *testing.T) {
 	s, _ := newTestSidecar(t, nil)
-	s.ObserveRequest(sayHello, "leader", codes.OK)
-	s.ObserveRequest(sayHello, "joined", codes.OK)
-	s.ObserveRequest(sayHello, "joined", codes.OK)
-	s.ObserveRequest(sayHello, "passthrough", codes.Unavailable)
-	s.ObserveRequest(sayHello, "error", codes.Code(99))
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "joined", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "joined", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "passthrough", codes.Unavailable)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "error", codes.Code(99))
 
 	want := `
 # HELP collapser_requests_total Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.
@@ -200,11 +200,11 @@ func TestSidecar_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
 	const extra = 25
 	for i := range MaxUnknownMethods + extra {
 		m := fmt.Sprintf("/svc.S/M%d", i)
-		s.ObserveRequest(m, "passthrough", codes.OK)
+		s.ObserveRequest(proxy.RouteCaller, m, "passthrough", codes.OK)
 		s.ObserveBackendCall(m, codes.OK, time.Millisecond)
 	}
 	long := "/svc.S/" + strings.Repeat("L", MaxMethodLabelBytes)
-	s.ObserveRequest(long, "passthrough", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, long, "passthrough", codes.OK)
 	for name, c := range map[string]prometheus.Collector{"requests": s.requests, "backend calls": s.backendCalls, "duration": s.backendDuration} {
 		if n := testutil.CollectAndCount(c); n != MaxUnknownMethods+1 {
 			t.Errorf("%s series = %d, want %d (MaxUnknownMethods + other)", name, n, MaxUnknownMethods+1)
@@ -222,12 +222,12 @@ func TestSidecar_KnownMethodsKeepTheirLabelsAndStartAtZero(t *testing.T) {
 	}
 	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
 	for i := range MaxUnknownMethods { // unknown methods fill their allowance first
-		s.ObserveRequest(fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
+		s.ObserveRequest(proxy.RouteCaller, fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
 	}
 	if _, err := reg.Gather(); err != nil { // a scrape learns the known methods
 		t.Fatal(err)
 	}
-	s.ObserveRequest(sayHello, "leader", codes.OK)
+	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
 	want := `
 # HELP collapser_method_rule_info 1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).
 # TYPE collapser_method_rule_info gauge
@@ -280,7 +280,7 @@ func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
 	}
 	s.ObservePeerCall(sayHello, proxy.OwnerPeer, codes.OK, false)
 	s.ObservePeerCall(sayHello, proxy.OwnerNone, codes.Unavailable, true)
-	s.ObservePeerRequest(sayHello, "joined", codes.OK)
+	s.ObserveRequest(proxy.RoutePeer, sayHello, "joined", codes.OK)
 	for _, c := range []struct {
 		vec    *prometheus.CounterVec
 		labels []string
@@ -335,7 +335,7 @@ func TestSidecar_StreamRequestsAndGauges(t *testing.T) {
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
-	s.ObserveStreamRequest(feed, "joined", codes.OK)
+	s.ObserveRequest(proxy.RouteStream, feed, "joined", codes.OK)
 	for _, o := range replay.Outcomes {
 		want := 0.0
 		if o == replay.Join {

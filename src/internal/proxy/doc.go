@@ -7,13 +7,25 @@
 // and never registered globally: other servers and clients in the process keep
 // the standard protobuf codec.
 //
-// Calls to methods the MethodKinds report as unary are collapsed: identical
-// requests (same key from the requestkey.Rule) share one backend call through
-// a collapse.Group, and every caller receives exactly what that call produced:
-// the response bytes, headers, trailers and status. Every other call (streaming
-// methods and methods of unknown kind) is passed through frame by frame in both
-// directions, with headers, trailers, status, cancellation and deadline
-// forwarded.
+// Its Rules decide per method what happens to a call:
+//   - collapse (unary.go): identical requests (same key from the
+//     requestkey.Rule) share one backend call through a collapse.Group, and
+//     every caller receives exactly what that call produced: the response
+//     bytes, headers, trailers and status; a successful answer may be served
+//     again from the cache, fresh or stale, and a private one goes only to its
+//     own caller.
+//   - replay (replay.go): identical calls of a server-streaming method read one
+//     backend stream through a replay.Streams record, from its first message,
+//     and a stream that ended well may be replayed whole for a while.
+//   - pass through (passthrough.go): every other call is forwarded frame by
+//     frame in both directions, with headers, trailers, status, cancellation
+//     and deadline.
+//
+// With peers (peer.go), the shared call or stream of a key is made by the
+// replica that owns the key: its callers' calls go through one connection to
+// the replicas whose ring_hash balancer picks the owner, and the owner serves
+// what it is forwarded on its peer port, with its own backend. Where a call
+// came from (a caller or a peer) is an origin value that every path reads.
 //
 // The shape follows github.com/mwitkow/grpc-proxy: a raw codec, a director-free
 // handler that forwards frames, and errors that name the direction that failed.

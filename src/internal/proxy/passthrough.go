@@ -22,7 +22,7 @@ var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 // directions at once. The backend stream's context derives from the caller's,
 // so the caller's cancellation and deadline reach the backend. A method known
 // to take one request message is held to it, as grpc-go holds it.
-func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
+func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	md := incoming(ss.Context())
 	opts := p.callOptions(contentSubtype(md), authority(md))
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), strip(md)))
@@ -37,11 +37,7 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 	} else {
 		p.observer.ObserveBackendCall(method, code, time.Since(start))
 	}
-	if by == fromPeer {
-		p.observer.ObservePeerRequest(method, OutcomePassthrough, code)
-	} else {
-		p.observer.ObserveRequest(method, OutcomePassthrough, code)
-	}
+	p.observer.ObserveRequest(o.calls, method, OutcomePassthrough, code)
 	return err
 }
 

@@ -12,9 +12,29 @@ import (
 	"github.com/collapser/collapser/src/internal/replay"
 )
 
-// peerKeyPrefix starts the keys of calls served for peers. No key
+// peerKeyPrefix starts the keys of calls served for peers (origin). No key
 // requestkey makes starts with it: a key starts with the method's length.
 const peerKeyPrefix = "\x00"
+
+// owners picks the connection that reaches the owner of a key, in
+// groupcache's PeerPicker shape: ok is false when the key's shared call is
+// made here, with the local backend.
+type owners interface {
+	pick(key string) (cc grpc.ClientConnInterface, ok bool)
+}
+
+// noPeers makes every shared call here: a sidecar without peers, and every
+// call a peer forwarded.
+type noPeers struct{}
+
+func (noPeers) pick(string) (grpc.ClientConnInterface, bool) { return nil, false }
+
+// peerRing reaches every key's owner through one connection to the
+// replicas, whose ring_hash balancer picks the owner by the key's hash
+// (toOwner): the owner may be this sidecar itself, over its own peer port.
+type peerRing struct{ cc grpc.ClientConnInterface }
+
+func (r peerRing) pick(string) (grpc.ClientConnInterface, bool) { return r.cc, true }
 
 // Who answered a call forwarded to its key's owner, as passed to
 // Observer.ObservePeerCall.
@@ -39,11 +59,11 @@ var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer 
 // that did not reach an owner (no owner's trailer on its error: the peer is
 // gone, refused the connection, or the connection broke) is made to the
 // local backend instead, with the time the call has left.
-func (p *Proxy) invokeOwner(ctx context.Context, method, sub string, payload []byte, md metadata.MD, key string) (*Response, error) {
+func (p *Proxy) invokeOwner(ctx context.Context, cc grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD, key string) (*Response, error) {
 	var header, trailer metadata.MD
 	var reply frame
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := p.peers.Invoke(toOwner(ctx, md, key), method, &frame{payload: payload}, &reply, opts...)
+	err := cc.Invoke(toOwner(ctx, md, key), method, &frame{payload: payload}, &reply, opts...)
 	if err != nil && !reachedOwner(ctx, trailer) {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
 		return p.invoke(ctx, method, sub, payload, md)
@@ -58,11 +78,11 @@ func (p *Proxy) invokeOwner(ctx context.Context, method, sub string, payload []b
 // relayed as they come. A stream that ended without a header and without
 // the owner's trailer reached no owner: it is opened to the local backend
 // instead.
-func (p *Proxy) openOwner(ctx context.Context, method, sub string, payload []byte, md metadata.MD, key string) (replay.Upstream, error) {
+func (p *Proxy) openOwner(ctx context.Context, cc grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD, key string) (replay.Upstream, error) {
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
 	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
-	cs, err := p.sendRequest(toOwner(ctx, md, key), p.peers, method, sub, payload, md)
+	cs, err := p.sendRequest(toOwner(ctx, md, key), cc, method, sub, payload, md)
 	if err == nil {
 		// Header blocks until the owner answers; nil means the stream
 		// ended without a header, its status yet to be read.
@@ -117,8 +137,8 @@ func (p *Proxy) owner(trailer metadata.MD) string {
 // handlePeer serves a call a peer forwarded because this sidecar owns its
 // key: through the same collapse group as the callers' own calls (so the
 // owner's callers and every peer's share one backend call), with the local
-// backend, never forwarding it again. Every answer carries the owner's
-// trailer.
+// backend, never forwarding it again (Proxy.forwarded). Every answer carries
+// the owner's trailer.
 func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
@@ -127,5 +147,5 @@ func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
 	if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get(peers.HopHeader)) == 0 {
 		return errNotForwarded
 	}
-	return p.serve(ss, method, fromPeer)
+	return p.serve(ss, method, &p.forwarded)
 }

@@ -36,8 +36,20 @@ const (
 	DefaultMaxBackendCalls = 1000
 )
 
-// Outcomes of a request besides collapse.Outcome's, as passed to
-// Observer.ObserveRequest.
+// Route says which series a request is counted in (Observer.ObserveRequest).
+type Route uint8
+
+const (
+	// RouteCaller: a caller's call of a collapsed or passed-through method.
+	RouteCaller Route = iota
+	// RouteStream: a caller's call of a replayed method.
+	RouteStream
+	// RoutePeer: a call a peer forwarded to this sidecar, the key's owner.
+	RoutePeer
+)
+
+// Outcomes of a request besides collapse.Outcome's and replay.Outcome's,
+// as passed to Observer.ObserveRequest.
 const (
 	// OutcomePassthrough: the call was forwarded as a stream, not collapsed.
 	OutcomePassthrough = "passthrough"
@@ -57,9 +69,11 @@ type Rules interface {
 // Observer is told about every request and backend call (implemented by
 // *metrics.Sidecar). Its methods must be safe for concurrent use.
 type Observer interface {
-	// ObserveRequest is called once per request with how it was served and
-	// the code the caller got.
-	ObserveRequest(method, outcome string, code codes.Code)
+	// ObserveRequest is called once per request with the series it is
+	// counted in, how it was served (a collapse.Outcome's or a
+	// replay.Outcome's label, OutcomePassthrough or OutcomeError) and the
+	// code the caller got.
+	ObserveRequest(route Route, method, outcome string, code codes.Code)
 	// ObserveBackendCall is called once per backend call of a unary method
 	// (or of a method whose kind is unknown), when it ends, with how long
 	// the backend took.
@@ -74,13 +88,6 @@ type Observer interface {
 	// of the failure to reach it and fellBack set when the call or stream
 	// was made to the local backend instead.
 	ObservePeerCall(method, owner string, code codes.Code, fellBack bool)
-	// ObservePeerRequest is called once per call or replayed stream served
-	// for a peer, instead of ObserveRequest or ObserveStreamRequest.
-	ObservePeerRequest(method, outcome string, code codes.Code)
-	// ObserveStreamRequest is called once per call of a replayed method,
-	// instead of ObserveRequest, with how it was served (a replay.Outcome's
-	// label, or "error").
-	ObserveStreamRequest(method, outcome string, code codes.Code)
 }
 
 // Options configures a Proxy. Backend, Rules and KeyRule are required.
@@ -132,7 +139,6 @@ type Options struct {
 // methods its rules say to collapse.
 type Proxy struct {
 	backend        grpc.ClientConnInterface
-	peers          grpc.ClientConnInterface // nil: no peers
 	rules          Rules
 	keyRule        *requestkey.Rule
 	group          *collapse.Group[*Response]
@@ -148,6 +154,9 @@ type Proxy struct {
 	// mark, with this proxy's own token, by which a forwarder tells an
 	// answer of its own from another replica's.
 	served metadata.MD
+	// callers and forwarded are the origins of the calls of the sidecar's
+	// own port and of the peer port.
+	callers, forwarded origin
 }
 
 // New checks o and returns a Proxy.
@@ -183,7 +192,6 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{
 		backend:        o.Backend,
-		peers:          o.Peers,
 		rules:          o.Rules,
 		keyRule:        o.KeyRule,
 		private:        private,
@@ -195,6 +203,11 @@ func New(o Options) (*Proxy, error) {
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
 	}
+	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}}
+	if o.Peers != nil {
+		p.callers.owners = peerRing{o.Peers}
+	}
+	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{}, mark: p.served}
 	p.group = collapse.New(collapse.Options[*Response]{
 		MaxEntries:    o.CacheMaxEntries,
 		MaxBytes:      o.CacheMaxBytes,
@@ -260,44 +273,54 @@ var errNoMethod = status.Error(codes.Internal, "proxy: no method name in server 
 func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
-		p.observer.ObserveRequest("", OutcomeError, codes.Internal)
+		p.observer.ObserveRequest(RouteCaller, "", OutcomeError, codes.Internal)
 		return errNoMethod
 	}
-	return p.serve(ss, method, fromCaller)
+	return p.serve(ss, method, &p.callers)
 }
 
-// serve serves a call as its method's rule says: collapsed, replayed, or
-// passed through.
-func (p *Proxy) serve(ss grpc.ServerStream, method string, by from) error {
+// serve serves a call from o as its method's rule says: collapsed,
+// replayed, or passed through (for a peer too, when this replica's policy
+// passes the method through: a reload the forwarder has not seen yet). Its
+// answer carries o's mark, however it ends.
+func (p *Proxy) serve(ss grpc.ServerStream, method string, o *origin) error {
+	if o.mark != nil {
+		ss.SetTrailer(o.mark)
+	}
 	rule := p.rules.Rule(method)
 	switch rule.Action {
 	case policy.Collapse:
-		return p.unary(ss, method, rule, by)
+		return p.unary(ss, method, rule, o)
 	case policy.Replay:
-		return p.replayStream(ss, method, rule, by)
+		return p.replayStream(ss, method, rule, o)
 	}
-	if by == fromPeer {
-		// This replica's policy passes it through (a reload the forwarder
-		// has not seen yet): it is served so, and answered as the owner.
-		ss.SetTrailer(p.served)
-	}
-	return p.passthrough(ss, method, rule, by)
+	return p.passthrough(ss, method, rule, o)
 }
 
-// from says who made a call the proxy serves.
-type from uint8
-
-const (
-	fromCaller from = iota // a caller of the sidecar's own port
-	fromPeer               // a peer that forwarded it to the key's owner
-)
+// origin says where the calls the proxy serves came from, and so how each
+// is counted, keyed, shared and marked: every path reads it rather than
+// asking who called. There are two: a caller of the sidecar's own port
+// (Proxy.callers) and a peer that forwarded a call to its key's owner
+// (Proxy.forwarded).
+type origin struct {
+	// calls and streams are the series a request is counted in: of a
+	// collapsed or passed-through method, and of a replayed one.
+	calls, streams Route
+	// keyPrefix starts every key: the calls peers forward share flights and
+	// records of their own, since a replica owns some keys itself and this
+	// replica's callers' flight for a key may be the very call that came here.
+	keyPrefix string
+	// owners says where a shared call is made: through the key's owner, or
+	// here. A forwarded call is never forwarded again.
+	owners owners
+	// mark is the trailer every answer carries; nil for none.
+	mark metadata.MD
+}
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(string, string, codes.Code)            {}
+func (nopObserver) ObserveRequest(Route, string, string, codes.Code)     {}
 func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
 func (nopObserver) ObserveBackendStream(string, codes.Code)              {}
 func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)     {}
-func (nopObserver) ObservePeerRequest(string, string, codes.Code)        {}
-func (nopObserver) ObserveStreamRequest(string, string, codes.Code)      {}

@@ -24,25 +24,19 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // callers with the same key read one backend stream, from its first message
 // (replayed from its record) to its end. A caller whose key's record takes
 // no new reader (it outgrew its bounds, or its header is private) gets a
-// stream of its own. With peers, the record of a caller's key reads its
-// stream through the key's owner (openOwner); a stream a peer forwarded is
-// served from this sidecar's own record, with the local backend.
-func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
+// stream of its own. The record reads its stream where o's owners say:
+// through the key's owner (openOwner), or from the local backend.
+func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
-	observe := p.observer.ObserveStreamRequest
-	if by == fromPeer {
-		observe = p.observer.ObservePeerRequest
-		ss.SetTrailer(p.served)
-	}
-	payload, sub, key, err := p.receiveKeyed(ss, method, md, by)
+	payload, sub, key, err := p.receiveKeyed(ss, method, md, o)
 	if err != nil {
-		observe(method, OutcomeError, callerCode(ctx, err))
+		p.observer.ObserveRequest(o.streams, method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
 	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(ctx context.Context) (replay.Upstream, error) {
-		if p.peers != nil && by == fromCaller {
-			return p.openOwner(ctx, method, sub, payload, md, key)
+		if cc, ok := o.owners.pick(key); ok {
+			return p.openOwner(ctx, cc, method, sub, payload, md, key)
 		}
 		return p.openUpstream(ctx, method, sub, payload, md)
 	})
@@ -54,7 +48,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		outcome = replay.Own
 		err = p.ownStream(ss, method, sub, payload, md)
 	}
-	observe(method, outcome.String(), callerCode(ctx, err))
+	p.observer.ObserveRequest(o.streams, method, outcome.String(), callerCode(ctx, err))
 	return err
 }
 

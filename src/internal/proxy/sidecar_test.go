@@ -68,12 +68,10 @@ type peerRecord struct {
 
 // recorder is a proxy.Observer that remembers every observation.
 type recorder struct {
-	mu             sync.Mutex
-	requests       []requestRecord
-	backend        []backendRecord
-	peerCalls      []peerRecord
-	peerRequests   []requestRecord
-	streamRequests []requestRecord
+	mu        sync.Mutex
+	requests  [proxy.RoutePeer + 1][]requestRecord // by route
+	backend   []backendRecord
+	peerCalls []peerRecord
 }
 
 func (r *recorder) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
@@ -82,22 +80,10 @@ func (r *recorder) ObservePeerCall(method, owner string, code codes.Code, fellBa
 	r.peerCalls = append(r.peerCalls, peerRecord{method, owner, code, fellBack})
 }
 
-func (r *recorder) ObserveStreamRequest(method, outcome string, code codes.Code) {
+func (r *recorder) ObserveRequest(route proxy.Route, method, outcome string, code codes.Code) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.streamRequests = append(r.streamRequests, requestRecord{method, outcome, code})
-}
-
-func (r *recorder) ObservePeerRequest(method, outcome string, code codes.Code) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.peerRequests = append(r.peerRequests, requestRecord{method, outcome, code})
-}
-
-func (r *recorder) ObserveRequest(method, outcome string, code codes.Code) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.requests = append(r.requests, requestRecord{method, outcome, code})
+	r.requests[route] = append(r.requests[route], requestRecord{method, outcome, code})
 }
 
 func (r *recorder) ObserveBackendCall(method string, code codes.Code, _ time.Duration) {
@@ -112,11 +98,12 @@ func (r *recorder) ObserveBackendStream(method string, code codes.Code) {
 	r.backend = append(r.backend, backendRecord{method, code, true})
 }
 
-// snapshot returns copies of the records so far.
+// snapshot returns copies of the records so far: callers' requests and
+// backend calls.
 func (r *recorder) snapshot() ([]requestRecord, []backendRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.requests), slices.Clone(r.backend)
+	return slices.Clone(r.requests[proxy.RouteCaller]), slices.Clone(r.backend)
 }
 
 // sidecarConfig is what a test varies about the sidecar.

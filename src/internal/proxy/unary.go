@@ -28,50 +28,38 @@ var (
 
 // unary serves a call through the collapse group: callers with the same key
 // share one backend call, and each gets exactly what that call produced.
-// With peers, the shared call of a caller's request is made by the key's
-// owner; a call a peer forwarded is made here, to the local backend.
-func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, by from) error {
+// The shared call is made where o's owners say: through the key's owner, or
+// here, to the local backend. A call of its own (the one it joined was
+// private) is always made here.
+func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
-	observe := p.observer.ObserveRequest
-	if by == fromPeer {
-		observe = p.observer.ObservePeerRequest
-	}
-	payload, sub, key, err := p.receiveKeyed(ss, method, md, by)
+	payload, sub, key, err := p.receiveKeyed(ss, method, md, o)
 	if err != nil {
-		observe(method, OutcomeError, callerCode(ctx, err))
+		p.observer.ObserveRequest(o.calls, method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
 	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
-		if p.peers != nil && by == fromCaller && !c.Own() {
-			return p.invokeOwner(c.Context(), method, sub, payload, md, key)
+		if cc, ok := o.owners.pick(key); ok && !c.Own() {
+			return p.invokeOwner(c.Context(), cc, method, sub, payload, md, key)
 		}
 		return p.invoke(c.Context(), method, sub, payload, md)
 	})
-	if by == fromPeer {
-		ss.SetTrailer(p.served)
-	}
 	err = p.reply(ss, method, outcome, resp, err)
-	observe(method, outcome.String(), callerCode(ctx, err))
+	p.observer.ObserveRequest(o.calls, method, outcome.String(), callerCode(ctx, err))
 	return err
 }
 
 // receiveKeyed reads the call's one request message (receive) and returns
-// it with its codec subtype and its key. The calls peers forward share flights and records of
-// their own: this replica's callers' flight for the key may be the very
-// call that came here (a replica owns some keys itself, and forwards to
-// itself).
-func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, by from) (payload []byte, sub, key string, err error) {
+// it with its codec subtype and its key, which starts with o's prefix.
+func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, o *origin) (payload []byte, sub, key string, err error) {
 	payload, err = p.receive(ss.Context(), ss)
 	if err != nil {
 		return nil, "", "", err
 	}
 	sub = contentSubtype(md)
-	key = p.keyRule.Key(method, sub, payload, md)
-	if by == fromPeer {
-		key = peerKeyPrefix + key
-	}
+	key = o.keyPrefix + p.keyRule.Key(method, sub, payload, md)
 	return payload, sub, key, nil
 }
 
