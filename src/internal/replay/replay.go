@@ -25,7 +25,6 @@ package replay
 import (
 	"context"
 	"errors"
-	"time"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -124,6 +123,3 @@ type Stats struct {
 	// Bytes is what the records hold, live and kept.
 	Bytes int64
 }
-
-// nowFunc is the clock; replaced in tests.
-var nowFunc = time.Now

@@ -59,6 +59,7 @@ type source struct {
 	up      *upstream
 	started chan struct{}
 	first   chan context.Context // the first open's context
+	gate    chan struct{}        // when not nil, an open waits for it to close
 }
 
 func newSource(err error) *source {
@@ -68,6 +69,9 @@ func newSource(err error) *source {
 func (s *source) open(ctx context.Context) (Upstream, error) {
 	if s.opened.Add(1) == 1 {
 		s.first <- ctx
+	}
+	if s.gate != nil {
+		<-s.gate
 	}
 	select {
 	case s.started <- struct{}{}:
@@ -202,9 +206,8 @@ func waitStats(t *testing.T, s *Streams, cond func(Stats) bool) {
 
 func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 	now := time.Unix(0, 0)
-	nowFunc = func() time.Time { return now }
-	t.Cleanup(func() { nowFunc = time.Now })
 	s := New(Options{})
+	s.now = func() time.Time { return now }
 	src := newSource(nil)
 	rd, _ := s.Join("k", time.Minute, src.open)
 	first := goRead(t, rd)
@@ -304,9 +307,11 @@ func TestStreams_PrivateHeaderGoesOnlyToTheLeader(t *testing.T) {
 	s := New(Options{Private: func(md metadata.MD) bool { return len(md.Get("set-cookie")) > 0 }})
 	src := newSource(nil)
 	src.up.header = metadata.Pairs("set-cookie", "s=1")
+	src.gate = make(chan struct{}) // the follower joins before the header comes
 	lead, _ := s.Join("k", time.Hour, src.open)
 	follower, _ := s.Join("k", time.Hour, src.open)
 	defer follower.Close()
+	close(src.gate)
 	if _, err := follower.Header(testkit.Context(t)); !errors.Is(err, ErrPrivate) {
 		t.Errorf("follower's header: %v, want ErrPrivate", err)
 	}

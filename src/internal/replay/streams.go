@@ -18,6 +18,7 @@ type Streams struct {
 	maxMessages  int
 	maxHeldBytes int64
 	private      func(metadata.MD) bool
+	now          func() time.Time // the clock; replaced in tests
 
 	mu        sync.Mutex
 	m         map[string]*record       // live records and kept ones, by key; guarded by mu
@@ -32,6 +33,7 @@ func New(o Options) *Streams {
 		maxMessages:  cmp.Or(o.MaxMessages, DefaultMaxMessages),
 		maxHeldBytes: cmp.Or(o.MaxHeldBytes, DefaultMaxHeldBytes),
 		private:      o.Private,
+		now:          time.Now,
 		m:            map[string]*record{},
 	}
 }
@@ -44,7 +46,7 @@ func New(o Options) *Streams {
 func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep(nowFunc())
+	s.sweep(s.now())
 	if r := s.m[key]; r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -67,7 +69,7 @@ func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outco
 func (s *Streams) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep(nowFunc())
+	s.sweep(s.now())
 	st := Stats{Held: s.held.Len(), Bytes: s.heldBytes}
 	for _, r := range s.m {
 		r.mu.Lock()
@@ -100,7 +102,7 @@ func (s *Streams) finish(r *record) {
 		for s.heldBytes+size > s.maxHeldBytes {
 			s.drop(s.held.First())
 		}
-		r.expires = nowFunc().Add(r.ttl)
+		r.expires = s.now().Add(r.ttl)
 		s.heldBytes += size
 		r.heldSize = size
 		s.held.Push(r)
