@@ -36,14 +36,16 @@ func (g *Group[V]) complete(e *entry[V]) {
 		}
 		keep = size <= g.maxEntryBytes
 	}
-	e.private = private
+	if private {
+		e.answer = answerPrivate
+	}
 
 	s := e.shard
 	now := g.now()
 	s.mu.Lock()
 	g.sweep(s, now) // may drop e.prev
 	switch {
-	case e.abandoned:
+	case e.state == stateAbandoned:
 	case e.err == nil:
 		if e.prev != nil {
 			g.evict(s, e.prev) // clears e.prev
@@ -53,12 +55,14 @@ func (g *Group[V]) complete(e *entry[V]) {
 		}
 	default:
 		if p := e.prev; p != nil && now < p.sieEnd && (e.opts.StaleOn == nil || e.opts.StaleOn(e.err)) {
-			e.val, e.err, e.staleOnError = p.val, nil, true
+			e.val, e.err, e.answer = p.val, nil, answerStale
 		}
 		g.unlink(s, e)
 	}
 	e.prev = nil
-	e.completed = true
+	if e.state != stateHeld {
+		e.state = stateDone
+	}
 	s.mu.Unlock()
 
 	g.inflight.Add(-1)
@@ -88,7 +92,7 @@ func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64) bool {
 	e.swrEnd = e.fresh + int64(e.opts.StaleWhileRevalidate)
 	e.sieEnd = e.fresh + int64(e.opts.StaleIfError)
 	e.size = size
-	e.held = true
+	e.state = stateHeld
 	s.heap.Push(e)
 	return true
 }
@@ -124,11 +128,11 @@ func (g *Group[V]) sweep(s *shard[V], now int64) {
 // evict drops the held result e: from the heap, and from the map, or as the
 // earlier result of the key's call in flight. The caller holds s.mu.
 func (g *Group[V]) evict(s *shard[V], e *entry[V]) {
-	if !e.held {
+	if e.state != stateHeld {
 		return
 	}
 	s.heap.Remove(e)
-	e.held = false
+	e.state = stateDone
 	switch cur := s.m[e.key]; {
 	case cur == e:
 		delete(s.m, e.key)

@@ -4,11 +4,14 @@ import "sync/atomic"
 
 // entry is one call for a key and, once it succeeded, the key's result.
 //
-// Its life: a call in flight (in its shard's map, held false), then either a
-// result (held, in the shard's heap until it is gone) or nothing (out of the
-// map). A later call for the key is a new entry that points at the held one
+// Its life (state): flying while its call runs, the key's entry in its
+// shard's map; then held, a result in the shard's map and heap until it is
+// gone (then done), or done at once, out of the map; or abandoned when every
+// caller left first, out of the map while its cancelled call ends (then
+// done). A later call for the key is a new entry that points at the held one
 // as prev, so the result can be served stale meanwhile and replaced, or
-// given back the key, when the call ends.
+// given back the key, when the call ends. A held entry keeps nothing of the
+// call that made it: its answer, its key and its windows.
 type entry[V any] struct {
 	key   string
 	shard *shard[V]
@@ -17,29 +20,45 @@ type entry[V any] struct {
 	opts       *CallOptions
 	fn         func(*Call) (V, error) // cleared by complete
 	background bool                   // a refresh nobody waits for; its slot is already held
-	call       Call
+	call       Call                   // lets go of what it was made with when the call ends
 
 	waiting atomic.Int32 // callers waiting for the call now
 	running atomic.Bool  // the call holds its slot and runs
 
 	done chan struct{} // closed when the call has completed
 	// Written once before done is closed.
-	val          V
-	err          error
-	private      bool // val may go only to the leader
-	staleOnError bool // val is prev's, served because the call failed
+	val    V
+	err    error
+	answer answer // what val is to the waiters
 
 	// Guarded by shard.mu.
-	completed bool
-	abandoned bool      // every caller left and the call was cancelled
-	prev      *entry[V] // while in flight: the key's earlier result, if held
-	held      bool      // a result, in the shard's heap
-	fresh     int64     // served as a hit before this (nanoseconds since the Group's epoch)
-	swrEnd    int64     // served stale while refreshing before this
-	sieEnd    int64     // served instead of an error before this
-	size      int64     // what it counts against Options.MaxBytes
-	index     int       // in the shard's heap; -1 when not held
+	state  state
+	prev   *entry[V] // while flying: the key's earlier result, if held
+	fresh  int64     // served as a hit before this (nanoseconds since the Group's epoch)
+	swrEnd int64     // served stale while refreshing before this
+	sieEnd int64     // served instead of an error before this
+	size   int64     // what it counts against Options.MaxBytes
+	index  int       // in the shard's heap; -1 when not held
 }
+
+// state is where an entry is in its life.
+type state uint8
+
+const (
+	stateFlying    state = iota // its call runs, or waits for a slot
+	stateAbandoned              // every caller left; its call is cancelled and the key moved on
+	stateHeld                   // its call's result, served until it is gone
+	stateDone                   // its call completed and nothing of it is held
+)
+
+// answer says what a completed call's value is to the callers that waited.
+type answer uint8
+
+const (
+	answerShared  answer = iota // val and err go to every waiter
+	answerPrivate               // val may go only to the leader: the others make calls of their own
+	answerStale                 // val is prev's, served because the call failed
+)
 
 // leave counts the leader out of the callers waiting for e's call, when its
 // context ended during the call.

@@ -100,7 +100,7 @@ func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn fun
 	e := s.m[key]
 	switch {
 	case e == nil:
-	case e.held:
+	case e.state == stateHeld:
 		if now < e.fresh {
 			v := e.val
 			s.mu.RUnlock()
@@ -132,11 +132,11 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 	var prev *entry[V]
 	switch {
 	case e == nil:
-	case e.held && now < e.fresh:
+	case e.state == stateHeld && now < e.fresh:
 		v := e.val
 		s.mu.Unlock()
 		return v, Hit, nil
-	case e.held && now < e.swrEnd:
+	case e.state == stateHeld && now < e.swrEnd:
 		// One background call refreshes the result, if a slot is free now:
 		// refreshes never queue.
 		if g.trySlot() {
@@ -148,7 +148,7 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 		v := e.val
 		s.mu.Unlock()
 		return v, Stale, nil
-	case e.held:
+	case e.state == stateHeld:
 		prev = e // past its TTL and refresh window; kept for StaleIfError
 	default:
 		if p := e.prev; p != nil && now < p.swrEnd {
@@ -180,7 +180,7 @@ func (g *Group[V]) lead(ctx context.Context, e *entry[V]) (V, Outcome, error) {
 		var zero V
 		return zero, Lead, err
 	}
-	if e.staleOnError {
+	if e.answer == answerStale {
 		return e.val, StaleOnError, nil
 	}
 	return e.val, Lead, e.err // a private value is the leader's own
@@ -228,11 +228,11 @@ func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (V, Outcome
 	select {
 	case <-e.done:
 		e.waiting.Add(-1)
-		switch {
-		case e.private:
+		switch e.answer {
+		case answerPrivate:
 			var zero V
 			return zero, Private, nil
-		case e.staleOnError:
+		case answerStale:
 			return e.val, StaleOnError, nil
 		}
 		return e.val, o, e.err
@@ -252,10 +252,10 @@ func (g *Group[V]) abandon(e *entry[V]) {
 	s := e.shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.waiting.Load() > 0 || e.completed || e.background || e.opts.Finish && e.running.Load() {
+	if e.waiting.Load() > 0 || e.state != stateFlying || e.background || e.opts.Finish && e.running.Load() {
 		return
 	}
-	e.abandoned = true
+	e.state = stateAbandoned
 	g.unlink(s, e)
 	e.call.abort()
 }
@@ -266,7 +266,7 @@ func (g *Group[V]) unlink(s *shard[V], e *entry[V]) {
 	if s.m[e.key] != e {
 		return
 	}
-	if p := e.prev; p != nil && p.held {
+	if p := e.prev; p != nil && p.state == stateHeld {
 		s.m[e.key] = p
 	} else {
 		delete(s.m, e.key)
