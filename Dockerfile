@@ -35,7 +35,7 @@ FROM scratch AS collapser
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="collapser" \
-      org.opencontainers.image.description="gRPC sidecar that collapses identical concurrent unary calls into one backend call" \
+      org.opencontainers.image.description="gRPC sidecar that collapses identical concurrent calls (unary calls and replayed server streams) into one backend call" \
       org.opencontainers.image.source="https://github.com/collapser/collapser" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"

@@ -1,4 +1,4 @@
-# collapser: a gRPC sidecar that collapses duplicate unary calls to its backend.
+# collapser: a gRPC sidecar that collapses duplicate calls (unary, and server streams it replays) to its backend.
 #
 # Common uses:
 #   make local-demo                  # build, run backend + sidecar on loopback, send bursts

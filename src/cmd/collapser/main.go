@@ -1,7 +1,9 @@
 // Command collapser is the request-collapsing gRPC sidecar. It serves gRPC
-// callers, forwards to the backend, shares one backend call among identical
-// unary calls in flight, and serves Prometheus metrics. Run it with -h for
-// its flags and environment variables.
+// callers and forwards to the backend: identical unary calls of safe methods
+// share one backend call and its short-lived result, identical server
+// streams of methods the policy replays share one backend stream, with peers
+// across replicas too, and everything else passes through. It serves
+// Prometheus metrics. Run it with -h for its flags and environment variables.
 package main
 
 import (

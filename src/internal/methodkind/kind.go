@@ -1,5 +1,6 @@
 // Package methodkind tells what the sidecar knows of each gRPC method: its
-// call kind (only unary calls are collapsed) and its protobuf
+// call kind (a unary call may be collapsed and a server stream replayed, as
+// the policy decides; every other kind passes through) and its protobuf
 // idempotency_level (which says whether collapsing and caching it is safe).
 //
 // A Resolver learns method kinds from three sources: an explicit list of unary
@@ -8,14 +9,14 @@
 // loaded once by NewResolver and win over reflection when they disagree: they
 // are the operator's deliberate statement, and they keep working when the
 // backend hides or lacks reflection. Reflection is asked by Run, at start and
-// whenever Kind meets a method it does not know.
+// whenever Resolver.Method meets a method it does not know.
 package methodkind
 
 // Kind is the streaming shape of a method.
 type Kind uint8
 
-// The kinds of a method. Only Unary calls are collapsed; Unknown is treated
-// like a streaming call (passed through).
+// The kinds of a method. Unary calls may be collapsed and ServerStreaming
+// ones replayed; Unknown is treated like a streaming call (passed through).
 const (
 	Unknown Kind = iota
 	Unary

@@ -27,10 +27,6 @@ const (
 	OtherMethod = "other"
 )
 
-// outcomePassthrough is the outcome of a passed-through request
-// (proxy.OutcomePassthrough, which imports this package's users).
-const outcomePassthrough = "passthrough"
-
 // durationBuckets span the backend call durations worth telling apart, from
 // 1ms to 10s (the default backend timeout), in seconds.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
@@ -274,7 +270,7 @@ func (s *Sidecar) touch(method string, r policy.Rule) {
 			}
 		}
 	default:
-		s.requests.WithLabelValues(method, outcomePassthrough, ok)
+		s.requests.WithLabelValues(method, proxy.OutcomePassthrough, ok)
 	}
 	if s.sources.Peers && r.Action != policy.Passthrough {
 		for _, owner := range []string{proxy.OwnerSelf, proxy.OwnerPeer} {
