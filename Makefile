@@ -90,7 +90,7 @@ fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).
 ################################################################################
 ##@ Lint and generated code
 
-lint: verify-generated verify-dashboards ## Check gofmt, go vet, staticcheck, generated code, dashboard copies and Markdown links.
+lint: verify-generated verify-dashboards ## Check gofmt, go vet, staticcheck, generated code, dashboard copies, module versions, Markdown links and scripts.
 	./scripts/lint.sh
 
 fmt: ## Rewrite Go files with gofmt (the fix for lint's gofmt check).
@@ -110,6 +110,14 @@ verify-dashboards: ## Fail if the chart's dashboard copy differs from dashboards
 
 verify-links: ## Fail if a relative link or #anchor in a Markdown file git knows of is broken.
 	cd test && $(GO) test -count=1 ./tools/mdlinks/
+
+verify-modules: ## Fail if the root and test/ Go modules require a module they share at different versions.
+	cd test && $(GO) test -count=1 ./tools/gomods/
+
+verify-scripts: ## Fail on shellcheck findings in scripts/ and .ci/run.
+	./scripts/apt-install.sh shellcheck && shellcheck -x -P SCRIPTDIR scripts/*.sh .ci/run
+
+verify: lint chart-lint ## Every check: make lint and make chart-lint (kind's hack/verify-all).
 
 ################################################################################
 ##@ Images, chart and cluster
@@ -162,4 +170,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo

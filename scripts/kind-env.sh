@@ -14,6 +14,7 @@
 #                     KIND_CONFIG, images are never pulled (PROMETHEUS_IMAGE_PULL=0)
 #                     and GRAFANA defaults to false (its image cannot be had).
 # Expects ${root} (the repository root) to be set by the sourcing script.
+: "${root:?set by the script that sources kind-env.sh}"
 # Sourced with the argument "docker" (cluster.sh down), it only makes sure
 # dockerd runs, which deleting a cluster needs too, and builds no node image.
 

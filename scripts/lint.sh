@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Static checks for every Go module in the repository (the root and, when it
 # exists, test/): gofmt, go vet and staticcheck at STATICCHECK_VERSION (Makefile);
-# then the relative links and anchors of the Markdown files (make verify-links).
+# the two modules' versions of the modules they share (make verify-modules); the
+# relative links and anchors of the Markdown files (make verify-links); shellcheck
+# of the scripts (make verify-scripts).
 set -o errexit -o nounset -o pipefail
 
 : "${STATICCHECK_VERSION:?set by the Makefile: run make lint}"
@@ -22,6 +24,9 @@ for m in "${modules[@]}"; do
   (cd "$m" && go vet ./... && go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...)
 done
 if [[ -f test/go.mod ]]; then
-  echo "==> relative links and anchors in the Markdown files"
-  (cd test && go test -count=1 ./tools/mdlinks/)
+  echo "==> shared modules at one version, relative links and anchors in the Markdown files"
+  (cd test && go test -count=1 ./tools/gomods/ ./tools/mdlinks/)
 fi
+echo "==> shellcheck"
+./scripts/apt-install.sh shellcheck
+shellcheck -x -P SCRIPTDIR scripts/*.sh .ci/run

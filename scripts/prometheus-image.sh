@@ -10,7 +10,6 @@ set -o errexit -o nounset -o pipefail
 
 : "${PROMETHEUS_MODULE_VERSION:?set by the Makefile}"
 image="${PROMETHEUS_IMAGE:-prom/prometheus:v3.16.0}"
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 if docker image inspect "${image}" >/dev/null 2>&1; then
   echo "prometheus-image: ${image} is present"
