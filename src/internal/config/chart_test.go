@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -22,8 +23,9 @@ var chartDiffers = map[string]string{
 }
 
 // TestChartValues_SidecarSettingsMatchTheFlags keeps charts/collapser's
-// collapser.config true: each value names its variable, defaults to the
-// binary's default, and every setting has a value.
+// collapser.config true: each key is the variable the chart's sidecar
+// template sets from it and its comment names, a setting of the binary,
+// defaults to the binary's default, and every setting has a value.
 func TestChartValues_SidecarSettingsMatchTheFlags(t *testing.T) {
 	data, err := os.ReadFile("../../../charts/collapser/values.yaml")
 	if err != nil {
@@ -45,6 +47,10 @@ func TestChartValues_SidecarSettingsMatchTheFlags(t *testing.T) {
 		if m == nil {
 			t.Errorf("values.yaml collapser.config.%s: its comment names no COLLAPSER_ variable", key.Value)
 			continue
+		}
+		// The chart's template names each variable after its key.
+		if derived := EnvPrefix + upperSnake(key.Value); derived != m[1] {
+			t.Errorf("values.yaml collapser.config.%s: the chart sets %s from it, its comment names %s", key.Value, derived, m[1])
 		}
 		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(m[1], EnvPrefix), "_", "-"))
 		c := Default()
@@ -93,4 +99,36 @@ func chartValue(n *yaml.Node) string {
 		items[i] = fmt.Sprint(c.Value)
 	}
 	return strings.Join(items, ",")
+}
+
+// upperSnake is Helm's snakecase, upper-cased: the name the chart's sidecar
+// template (collapser.sidecarContainer) gives a collapser.config key's
+// variable. A word starts at an upper-case letter after a lower-case one or
+// a digit, and at the last letter of an upper-case run followed by a
+// lower-case one: cacheTTL is CACHE_TTL, maxRecvMsgBytes MAX_RECV_MSG_BYTES.
+func upperSnake(key string) string {
+	r := []rune(key)
+	var b strings.Builder
+	for i, c := range r {
+		if i > 0 && unicode.IsUpper(c) {
+			prev := r[i-1]
+			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || unicode.IsUpper(prev) && nextLower {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToUpper(c))
+	}
+	return b.String()
+}
+
+func TestUpperSnake_NamesLikeHelmsSnakecase(t *testing.T) {
+	for key, want := range map[string]string{
+		"backend": "BACKEND", "cacheTTL": "CACHE_TTL", "maxRecvMsgBytes": "MAX_RECV_MSG_BYTES",
+		"unsafeShareAcrossCredentials": "UNSAFE_SHARE_ACROSS_CREDENTIALS", "httpServerTTL": "HTTP_SERVER_TTL", "grpcHTTPPort": "GRPC_HTTP_PORT",
+	} {
+		if got := upperSnake(key); got != want {
+			t.Errorf("upperSnake(%q) = %q, want %q", key, got, want)
+		}
+	}
 }

@@ -1,0 +1,96 @@
+{{/*
+The sidecar container: the one spec of the collapser container, rendered into the
+chart's own Deployment (and, for the injector, wherever a sidecar is put in front of a
+workload). Its settings come from collapser.config, one COLLAPSER_* variable per key
+(the key in upper snake case: cacheTTL is COLLAPSER_CACHE_TTL); a list is joined with
+commas. The ports come from collapser.ports; a gRPC probe without a port probes the
+gRPC port. The root context is its argument.
+*/}}
+{{- define "collapser.sidecarContainer" -}}
+{{- $ports := .Values.collapser.ports -}}
+name: collapser
+image: {{ include "collapser.image" (dict "image" .Values.collapser.image "context" .) | quote }}
+imagePullPolicy: {{ .Values.collapser.image.pullPolicy }}
+ports:
+  - name: grpc
+    containerPort: {{ $ports.grpc }}
+    protocol: TCP
+  - name: metrics
+    containerPort: {{ $ports.metrics }}
+    protocol: TCP
+  {{- if eq (include "collapser.peersEnabled" .) "true" }}
+  - name: peer
+    containerPort: {{ .Values.peers.port }}
+    protocol: TCP
+  {{- end }}
+env:
+  - name: COLLAPSER_LISTEN
+    value: {{ printf ":%d" (int $ports.grpc) | quote }}
+  - name: COLLAPSER_METRICS_LISTEN
+    value: {{ printf ":%d" (int $ports.metrics) | quote }}
+  {{- range $key, $value := .Values.collapser.config }}
+  - name: {{ printf "COLLAPSER_%s" (snakecase $key | upper) }}
+    {{- if eq $key "backend" }}
+    value: {{ include "collapser.backendAddress" $ | quote }}
+    {{- else if kindIs "slice" $value }}
+    value: {{ join "," $value | quote }}
+    {{- else if kindIs "float64" $value }}
+    value: {{ $value | int64 | quote }}
+    {{- else }}
+    value: {{ $value | toString | quote }}
+    {{- end }}
+  {{- end }}
+  {{- if eq (include "collapser.peersEnabled" .) "true" }}
+  - name: COLLAPSER_PEERS
+    value: {{ printf "dns:///%s.%s.svc.%s:%d" (include "collapser.podsService" .) .Release.Namespace .Values.clusterDomain (int .Values.peers.port) | quote }}
+  - name: COLLAPSER_PEER_LISTEN
+    value: {{ printf ":%d" (int .Values.peers.port) | quote }}
+  {{- end }}
+  {{- if .Values.collapser.policy }}
+  - name: COLLAPSER_POLICY_FILE
+    value: {{ printf "%s/policy.yaml" (include "collapser.policyDir" .) | quote }}
+  {{- end }}
+  - name: COLLAPSER_MEMORY_LIMIT
+    valueFrom:
+      resourceFieldRef:
+        containerName: collapser
+        resource: limits.memory
+  {{- with .Values.collapser.gogc }}
+  - name: GOGC
+    value: {{ . | quote }}
+  {{- end }}
+  {{- with .Values.collapser.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+livenessProbe:
+  {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.livenessProbe "port" $ports.grpc) | nindent 2 }}
+readinessProbe:
+  {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.readinessProbe "port" $ports.grpc) | nindent 2 }}
+{{- include "collapser.preStopSleep" (dict "seconds" .Values.collapser.preStopSleepSeconds "context" .) }}
+resources:
+  {{- toYaml .Values.collapser.resources | nindent 2 }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+{{- if or .Values.collapser.policy .Values.collapser.extraVolumeMounts }}
+volumeMounts:
+  {{- if .Values.collapser.policy }}
+  - name: policy
+    mountPath: {{ include "collapser.policyDir" . }}
+    readOnly: true
+  {{- end }}
+  {{- with .Values.collapser.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A probe as YAML: a gRPC probe that names no port probes the given one.
+*/}}
+{{- define "collapser.grpcProbe" -}}
+{{- $probe := deepCopy .probe -}}
+{{- if and (hasKey $probe "grpc") (not $probe.grpc.port) -}}
+{{- $_ := set $probe.grpc "port" (int .port) -}}
+{{- end -}}
+{{- toYaml $probe -}}
+{{- end }}
