@@ -56,6 +56,7 @@ type testBackend struct {
 	deadlines chan time.Time
 
 	sayHello  atomic.Int64 // SayHello calls received
+	streams   atomic.Int64 // StreamHellos streams received
 	abandoned atomic.Int64 // SayHello calls whose context ended while held
 
 	mu          sync.Mutex
@@ -174,6 +175,7 @@ func (b *testBackend) authoritiesSeen() []string {
 }
 
 func (b *testBackend) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+	b.streams.Add(1)
 	ctx := stream.Context()
 	name := req.GetName()
 	switch name {

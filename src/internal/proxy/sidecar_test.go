@@ -98,6 +98,20 @@ func (r *recorder) ObserveBackendStream(method string, code codes.Code) {
 	r.backend = append(r.backend, backendRecord{method, code, true})
 }
 
+// routed returns a copy of the requests observed on route so far.
+func (r *recorder) routed(route proxy.Route) []requestRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.requests[route])
+}
+
+// forwarded returns a copy of the calls forwarded to owners so far.
+func (r *recorder) forwarded() []peerRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.peerCalls)
+}
+
 // snapshot returns copies of the records so far: callers' requests and
 // backend calls.
 func (r *recorder) snapshot() ([]requestRecord, []backendRecord) {
@@ -131,6 +145,7 @@ type sidecar struct {
 	proxy    *proxy.Proxy
 	observed *recorder
 	health   *health.Server
+	peerAddr string // the peer listener's address; "" unless peered
 }
 
 // startSidecar runs a sidecar forwarding to backendAddr until the test ends.
@@ -212,7 +227,11 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 		t.Fatalf("dial sidecar: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &sidecar{client: hellov1.NewGreeterClient(conn), conn: conn, proxy: p, observed: observed, health: hs}
+	s := &sidecar{client: hellov1.NewGreeterClient(conn), conn: conn, proxy: p, observed: observed, health: hs}
+	if peerLis != nil {
+		s.peerAddr = peerLis.Addr().String()
+	}
+	return s
 }
 
 // waitForWaiters waits until n callers wait in the sidecar's engine.
