@@ -38,6 +38,10 @@ const (
 	// (peers.MembershipBound: 22 s of connection age and 5 s of DNS),
 	// plus what Kubernetes takes to publish a ready pod's address.
 	membershipBound = 27*time.Second + 15*time.Second
+	// churnBound bounds the wait for the burst a pod is deleted in: ten
+	// waves of 3 s calls, and a client pod's start and end, several times
+	// over.
+	churnBound = 10 * time.Minute
 )
 
 // demoReport is the part of democlient's --json report the test reads.
@@ -164,17 +168,33 @@ func checkReplicas(t *testing.T, s settings) {
 			r   demoReport
 			err error
 		}
+		victim := proxyPods(t, kubectl)[0]
+		backend := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, victim.Name, 0, 2113)
+		backend.ForwardPort(t)
+		defer backend.Close()
+		metricsURL := "http://" + backend.Endpoint() + "/metrics"
+		before := backendCount(t, metricsURL)
 		done := make(chan result, 1)
 		go func() {
 			r, err := burst("churn", "--requests=6000", "--concurrency=600", "--distinct")
 			done <- result{r, err}
 		}()
 		// Distinct keys, and the backend takes 3 s per call: ten waves of
-		// 600 callers run for about 30 s, and the pod goes in the middle.
-		time.Sleep(10 * time.Second)
-		victim := proxyPods(t, kubectl)[0]
+		// 600 callers run for about 30 s. The pod goes once its backend has
+		// calls of the burst in flight, not after a guess at when that is.
+		retry.DoWithRetry(t, "the burst's first calls at "+victim.Name, 60, time.Second, func() (string, error) {
+			if n := backendCount(t, metricsURL); n <= before {
+				return "", fmt.Errorf("backend count %d, %d before the burst", n, before)
+			}
+			return "", nil
+		})
 		k8s.RunKubectl(t, kubectl, "delete", "pod", victim.Name, "--wait=false")
-		res := <-done
+		var res result
+		select {
+		case res = <-done:
+		case <-time.After(churnBound):
+			t.Fatalf("the burst did not end within %v", churnBound)
+		}
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
