@@ -36,6 +36,14 @@ var proxyPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/inst
 // the sidecar is the only way to the backend from another namespace, is
 // scraped by Prometheus, passes helm test (whose pod is then deleted) and
 // takes a new TTL on upgrade.
+//
+// The subtests share one release on purpose: an install with Prometheus
+// takes about a minute on kind, and every subtest counts only what its own
+// load did (the backend's count before and after it, through the demo
+// client), so one that fails leaves the next one's measure intact. Two
+// depend on an earlier one and say so when it did not run: the dashboard
+// check reads the burst's report, and the upgrade replaces the installed
+// pod. The replicas test installs a release of its own.
 func TestCollapserOnKind(t *testing.T) {
 	s := loadSettings(t)
 	ensureCluster(t, s)
