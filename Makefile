@@ -102,10 +102,10 @@ generate: ## Regenerate src/api Go code from the .proto files (pinned protoc and
 verify-generated: ## Fail if src/api's generated code differs from a fresh generate.
 	./scripts/verify-generated.sh
 
-dashboards: ## Copy dashboards/collapser.json into the chart (Helm reads only inside it).
+dashboards: ## Generate dashboards/collapser.json and the chart's copy from test/tools/dashboardgen (Go, Grafana Foundation SDK).
 	./scripts/dashboards.sh update
 
-verify-dashboards: ## Fail if the chart's dashboard copy differs from dashboards/collapser.json.
+verify-dashboards: ## Fail if either dashboard copy differs from a fresh generation by test/tools/dashboardgen.
 	./scripts/dashboards.sh verify
 
 verify-links: ## Fail if a relative link or #anchor in a Markdown file git knows of is broken.

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+)
+
+// replicasPanels returns the panels of the Replicas row, collapsing across
+// pods: calls forwarded to their key's owner, the share other pods answered,
+// fallbacks, calls served for peers and each pod's backend calls.
+func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
+	return []cog.Builder[dashboard.Panel]{
+		countStat(31, "Forwarded calls", l.at(0, 0, 6, 4)).
+			Description(`Shared calls and replayed streams the sidecars' callers led that were forwarded to the pod ` +
+				`owning their key (collapser_peer_calls_total, summed over the pods, fallbacks included): ` +
+				`with peers, one per leader, answered by another pod or by the sidecar itself when it owns ` +
+				`the key (the owner label: peer, self, or none when no owner answered). 0 without peers ` +
+				`(one pod, or peers.enabled=false). ` +
+				exactTotal).
+			Targets(queries(
+				instant(`sum(increase(collapser_peer_calls_total{method=~"$method"}[$__range] anchored)) or vector(0)`, "forwarded"),
+			)),
+		countStat(32, "Forwarded share (other pods)", l.at(6, 0, 6, 4)).
+			Description(`Forwarded calls that another pod answered as the owner of their key / requests that led a ` +
+				`shared call or a replayed stream (collapser_peer_calls_total{owner="peer"} / ` +
+				`collapser_requests_total and collapser_stream_requests_total {outcome="leader"}, each ` +
+				`summed over the pods and exact over the time range): the share of the shared calls and ` +
+				`streams the callers started that crossed to another pod. With N pods and many keys about ` +
+				`(N-1)/N: a pod owns the rest itself and answers them on its own peer port (owner="self"). ` +
+				`0 with one pod or without peers. Background refreshes (staleWhileRevalidate) and leaders ` +
+				`served stale after their call failed are forwarded without counting as leaders, so with ` +
+				`stale serving it can pass 100%. Calls that reached no owner are not in it: see Fallbacks. ` +
+				`Empty without leaders.`).
+			Unit(units.PercentUnit).
+			Decimals(1).
+			Min(0).
+			Targets(queries(
+				instant(`(sum(increase(collapser_peer_calls_total{method=~"$method", owner="peer"}[$__range] anchored)) or vector(0))
+  / (((sum(increase(collapser_requests_total{method=~"$method", outcome="leader"}[$__range] anchored)) or vector(0))
+    + (sum(increase(collapser_stream_requests_total{method=~"$method", outcome="leader"}[$__range] anchored)) or vector(0))) > 0)`, "answered by other pods"),
+			)),
+		countStat(33, "Fallbacks to the local backend", l.at(12, 0, 6, 4)).
+			Description(`Forwarded calls that did not reach an owner (the pod was gone, refused the connection or ` +
+				`the connection broke) and were made to the forwarding pod's own backend instead ` +
+				`(collapser_peer_fallbacks_total). Above 0 while pods come and go; a steady rise means the ` +
+				`pods cannot reach each other's peer port. ` +
+				exactTotal).
+			Thresholds(thresholds("green", from(1, "orange"))).
+			Targets(queries(
+				instant(`sum(increase(collapser_peer_fallbacks_total{method=~"$method"}[$__range] anchored)) or vector(0)`, "fallbacks"),
+			)),
+		countStat(34, "Calls served for peers", l.at(18, 0, 6, 4)).
+			Description(`Forwarded calls the owners of their keys served (collapser_peer_requests_total, every ` +
+				`outcome and code), summed over the pods: one per forwarded call that reached its owner ` +
+				`(Forwarded calls minus Fallbacks, unless a caller gave up while its call was on the way). ` +
+				`Not in Requests: each is already counted there as its forwarder's caller's request. An ` +
+				`owner collapses the calls of every pod for a key into one backend call. ` +
+				exactTotal).
+			Targets(queries(
+				instant(`sum(increase(collapser_peer_requests_total{method=~"$method"}[$__range] anchored)) or vector(0)`, "served for peers"),
+			)),
+		countStat(35, "Backend calls per pod", l.at(0, 4, 8, 8)).
+			Description(`Backend calls each pod made in the time range: counted by its sidecar ` +
+				`(collapser_backend_calls_total, its callers' calls and those it made as owner for peers) ` +
+				`and by the hello backend itself (hello_requests_total). With peers a key's calls are made ` +
+				`by its owner, so a burst of one key costs one call in one pod. A pod is the instance label ` +
+				`of the chart's Prometheus (each pod's address from the metrics Service's DNS records; the ` +
+				`sidecar's on port 2112, the hello backend's on its metrics port). ` +
+				exactTotal).
+			TextMode(common.BigValueTextModeValueAndName).
+			Targets(queries(
+				instant(`sum by (instance) (increase(collapser_backend_calls_total{method=~"$method"}[$__range] anchored))`, "sidecar {{instance}}"),
+				instant(`sum by (instance) (increase(hello_requests_total{method=~"$method"}[$__range] anchored))`, "hello backend {{instance}}"),
+			)),
+		graph(36, "Backend calls/s per pod", l.at(8, 4, 8, 8), units.RequestsPerSecond).
+			Description(`Calls to the backend per second in each pod, counted by its sidecar and by the hello ` +
+				`backend itself. A pod is the instance label of the chart's Prometheus (each pod's address ` +
+				`from the metrics Service's DNS records; the sidecar's on port 2112, the hello backend's on ` +
+				`its metrics port).`).
+			Targets(queries(
+				series(`sum by (instance) (rate(collapser_backend_calls_total{method=~"$method"}[$__rate_interval]))`, "sidecar {{instance}}"),
+				series(`sum by (instance) (rate(hello_requests_total{method=~"$method"}[$__rate_interval]))`, "hello backend {{instance}}"),
+			)),
+		graph(37, "Forwarded and peer-served calls/s", l.at(16, 4, 8, 8), units.RequestsPerSecond).
+			Description(`Calls forwarded to their key's owner by who answered (owner: peer, another pod; self, the ` +
+				`forwarding pod, which owns the key; none, no owner's answer came), those of them that fell ` +
+				`back to the local backend, and the calls owners served for peers by outcome, per second, ` +
+				`summed over the pods. No data without peers.`).
+			Targets(queries(
+				series(`sum by (owner) (rate(collapser_peer_calls_total{method=~"$method"}[$__rate_interval]))`, "forwarded, answered by {{owner}}"),
+				series(`sum(rate(collapser_peer_fallbacks_total{method=~"$method"}[$__rate_interval]))`, "fell back to the local backend"),
+				series(`sum by (outcome) (rate(collapser_peer_requests_total{method=~"$method"}[$__rate_interval]))`, "served for peers: {{outcome}}"),
+			)),
+	}
+}
