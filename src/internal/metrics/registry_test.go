@@ -29,9 +29,9 @@ func TestNewRegistry_HoldsGoAndProcessCollectors(t *testing.T) {
 
 func TestHandler_ServesSidecarAndRuntimeMetricsThatPassLint(t *testing.T) {
 	reg := NewRegistry()
-	s, err := NewSidecar(reg, Sources{Stats: func() collapse.Stats { return collapse.Stats{Entries: 2} }, Streams: noStreams})
+	s, err := NewRecorder(reg, Sources{Stats: func() collapse.Stats { return collapse.Stats{Entries: 2} }, Streams: noStreams})
 	if err != nil {
-		t.Fatalf("NewSidecar: %v", err)
+		t.Fatalf("NewRecorder: %v", err)
 	}
 	s.ObserveRequest(proxy.RouteCaller, sayHello, "cache_hit", codes.OK)
 

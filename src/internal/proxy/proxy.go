@@ -67,7 +67,7 @@ type Rules interface {
 }
 
 // Observer is told about every request and backend call (implemented by
-// *metrics.Sidecar). Its methods must be safe for concurrent use.
+// *metrics.Recorder). Its methods must be safe for concurrent use.
 type Observer interface {
 	// ObserveRequest is called once per request with the series it is
 	// counted in, how it was served (a collapse.Outcome's or a

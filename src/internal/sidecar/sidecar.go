@@ -127,7 +127,7 @@ func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.C
 	var p *proxy.Proxy
 	var decider *policy.Decider
 	registry := metrics.NewRegistry()
-	observer, err := metrics.NewSidecar(registry, metrics.Sources{
+	observer, err := metrics.NewRecorder(registry, metrics.Sources{
 		Stats:   func() collapse.Stats { return p.Stats() },
 		Streams: func() replay.Stats { return p.StreamStats() },
 		Methods: func() map[string]policy.Rule { return decider.Rules() },

@@ -11,7 +11,7 @@ import (
 // BenchmarkObserveRequest measures the hot path: a method already admitted,
 // a label combination already created.
 func BenchmarkObserveRequest(b *testing.B) {
-	s, _ := newTestSidecarWith(b, Sources{})
+	s, _ := newTestRecorderWith(b, Sources{})
 	s.ObserveRequest(proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -24,7 +24,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 // BenchmarkObserveBackendCall measures the backend call path (counter and
 // histogram) for an admitted method.
 func BenchmarkObserveBackendCall(b *testing.B) {
-	s, _ := newTestSidecarWith(b, Sources{})
+	s, _ := newTestRecorderWith(b, Sources{})
 	s.ObserveBackendCall("/hello.v1.Greeter/SayHello", codes.OK, 0)
 	b.ReportAllocs()
 	for b.Loop() {

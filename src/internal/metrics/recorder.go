@@ -1,5 +1,5 @@
 // Package metrics holds the collapser sidecar's Prometheus metrics. Every
-// metric lives in a Sidecar built from an explicit prometheus.Registerer; the
+// metric lives in a Recorder built from an explicit prometheus.Registerer; the
 // global registry is never used.
 package metrics
 
@@ -19,7 +19,7 @@ import (
 
 const (
 	// MaxUnknownMethods is how many method label values of methods the
-	// sidecar does not know a Sidecar keeps.
+	// sidecar does not know a Recorder keeps.
 	MaxUnknownMethods = 100
 	// MaxMethodLabelBytes is the longest method label value kept.
 	MaxMethodLabelBytes = 256
@@ -31,7 +31,7 @@ const (
 // 1ms to 10s (the default backend timeout), in seconds.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// Sources are what a Sidecar reads at every scrape.
+// Sources are what a Recorder reads at every scrape.
 type Sources struct {
 	// Stats returns the collapse engine's state (required).
 	Stats func() collapse.Stats
@@ -47,10 +47,10 @@ type Sources struct {
 	Streams func() replay.Stats
 }
 
-// Sidecar records the sidecar's request, backend call and policy metrics.
+// Recorder records the sidecar's request, backend call and policy metrics.
 // It implements proxy.Observer and policy.ReloadObserver. Its methods are
 // safe for concurrent use.
-type Sidecar struct {
+type Recorder struct {
 	sources         Sources
 	methods         *methodLimiter
 	requests        *prometheus.CounterVec
@@ -67,15 +67,15 @@ type Sidecar struct {
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
 }
 
-// NewSidecar registers the sidecar's metrics with reg.
-func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
+// NewRecorder registers the sidecar's metrics with reg.
+func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 	if reg == nil {
 		return nil, errors.New("metrics: nil registerer")
 	}
 	if src.Stats == nil || src.Streams == nil {
 		return nil, errors.New("metrics: nil Sources.Stats or Sources.Streams")
 	}
-	s := &Sidecar{
+	s := &Recorder{
 		sources: src,
 		methods: newMethodLimiter(MaxUnknownMethods),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -142,12 +142,12 @@ func NewSidecar(reg prometheus.Registerer, src Sources) (*Sidecar, error) {
 // in its route's series: collapser_requests_total for a caller's call,
 // collapser_stream_requests_total for a caller's replayed stream and
 // collapser_peer_requests_total for what a peer forwarded.
-func (s *Sidecar) ObserveRequest(route proxy.Route, method, outcome string, code codes.Code) {
+func (s *Recorder) ObserveRequest(route proxy.Route, method, outcome string, code codes.Code) {
 	s.routed(route).WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
 }
 
 // routed returns the requests series of route.
-func (s *Sidecar) routed(route proxy.Route) *prometheus.CounterVec {
+func (s *Recorder) routed(route proxy.Route) *prometheus.CounterVec {
 	switch route {
 	case proxy.RouteStream:
 		return s.streamRequests
@@ -158,7 +158,7 @@ func (s *Sidecar) routed(route proxy.Route) *prometheus.CounterVec {
 }
 
 // ObserveBackendCall counts one backend call that ended with code after d.
-func (s *Sidecar) ObserveBackendCall(method string, code codes.Code, d time.Duration) {
+func (s *Recorder) ObserveBackendCall(method string, code codes.Code, d time.Duration) {
 	m := s.methods.label(method)
 	s.backendCalls.WithLabelValues(m, codeName(code)).Inc()
 	s.backendDuration.WithLabelValues(m).Observe(d.Seconds())
@@ -166,14 +166,14 @@ func (s *Sidecar) ObserveBackendCall(method string, code codes.Code, d time.Dura
 
 // ObserveBackendStream counts one backend stream that ended with code; a
 // stream's length is not a latency, so the duration histogram leaves it out.
-func (s *Sidecar) ObserveBackendStream(method string, code codes.Code) {
+func (s *Recorder) ObserveBackendStream(method string, code codes.Code) {
 	s.backendCalls.WithLabelValues(s.methods.label(method), codeName(code)).Inc()
 }
 
 // ObservePeerCall counts one call forwarded to an owner, answered by owner
 // (proxy.OwnerSelf, OwnerPeer or OwnerNone); fellBack: it did not reach one and went to the
 // local backend.
-func (s *Sidecar) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
+func (s *Recorder) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
 	m := s.methods.label(method)
 	s.peerCalls.WithLabelValues(m, owner, codeName(code)).Inc()
 	if fellBack {
@@ -182,7 +182,7 @@ func (s *Sidecar) ObservePeerCall(method, owner string, code codes.Code, fellBac
 }
 
 // ObservePolicyReload counts one reload of a changed policy file.
-func (s *Sidecar) ObservePolicyReload(ok bool) {
+func (s *Recorder) ObservePolicyReload(ok bool) {
 	if ok {
 		s.reloads.WithLabelValues("success").Inc()
 		s.reloadOK.Set(1)
@@ -193,7 +193,7 @@ func (s *Sidecar) ObservePolicyReload(ok bool) {
 }
 
 // Describe implements prometheus.Collector.
-func (s *Sidecar) Describe(ch chan<- *prometheus.Desc) {
+func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
 	s.requests.Describe(ch)
 	s.backendCalls.Describe(ch)
 	s.backendDuration.Describe(ch)
@@ -211,7 +211,7 @@ func (s *Sidecar) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. It first exports every known
 // method's series at 0, per outcome its rule can give, so that the first
 // burst of calls is a rise a rate() sees, not the birth of a series.
-func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
+func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 	if s.sources.Methods != nil {
 		rules := s.sources.Methods()
 		names := make([]string, 0, len(rules))
@@ -252,7 +252,7 @@ func (s *Sidecar) Collect(ch chan<- prometheus.Metric) {
 
 // touch creates method's series of the outcomes its rule can give, with
 // code OK, and its backend call series, at 0 when they are new.
-func (s *Sidecar) touch(method string, r policy.Rule) {
+func (s *Recorder) touch(method string, r policy.Rule) {
 	ok := codes.OK.String()
 	switch r.Action {
 	case policy.Replay:

@@ -22,23 +22,23 @@ import (
 const sayHello = "/hello.v1.Greeter/SayHello"
 
 // The proxy reports through this package.
-var _ proxy.Observer = (*Sidecar)(nil)
+var _ proxy.Observer = (*Recorder)(nil)
 
 // The policy store reports through this package.
-var _ policy.ReloadObserver = (*Sidecar)(nil)
+var _ policy.ReloadObserver = (*Recorder)(nil)
 
 func noStats() collapse.Stats { return collapse.Stats{} }
 
 func noStreams() replay.Stats { return replay.Stats{} }
 
-func newTestSidecar(t *testing.T, stats func() collapse.Stats) (*Sidecar, *prometheus.Registry) {
+func newTestRecorder(t *testing.T, stats func() collapse.Stats) (*Recorder, *prometheus.Registry) {
 	t.Helper()
-	return newTestSidecarWith(t, Sources{Stats: stats})
+	return newTestRecorderWith(t, Sources{Stats: stats})
 }
 
-// newTestSidecarWith builds a Sidecar of src on a registry of its own,
+// newTestRecorderWith builds a Recorder of src on a registry of its own,
 // reading empty stats where src has no Stats or Streams.
-func newTestSidecarWith(t testing.TB, src Sources) (*Sidecar, *prometheus.Registry) {
+func newTestRecorderWith(t testing.TB, src Sources) (*Recorder, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if src.Stats == nil {
@@ -47,32 +47,32 @@ func newTestSidecarWith(t testing.TB, src Sources) (*Sidecar, *prometheus.Regist
 	if src.Streams == nil {
 		src.Streams = noStreams
 	}
-	s, err := NewSidecar(reg, src)
+	s, err := NewRecorder(reg, src)
 	if err != nil {
-		t.Fatalf("NewSidecar: %v", err)
+		t.Fatalf("NewRecorder: %v", err)
 	}
 	return s, reg
 }
 
-func TestNewSidecar_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
+func TestNewRecorder_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
 	src := Sources{Stats: noStats, Streams: noStreams}
-	if _, err := NewSidecar(nil, src); err == nil {
-		t.Error("NewSidecar(nil registerer) succeeded, want error")
+	if _, err := NewRecorder(nil, src); err == nil {
+		t.Error("NewRecorder(nil registerer) succeeded, want error")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := NewSidecar(reg, Sources{}); err == nil {
-		t.Error("NewSidecar(nil stats) succeeded, want error")
+	if _, err := NewRecorder(reg, Sources{}); err == nil {
+		t.Error("NewRecorder(nil stats) succeeded, want error")
 	}
-	if _, err := NewSidecar(reg, src); err != nil {
-		t.Fatalf("first NewSidecar: %v", err)
+	if _, err := NewRecorder(reg, src); err != nil {
+		t.Fatalf("first NewRecorder: %v", err)
 	}
-	if _, err := NewSidecar(reg, src); err == nil {
-		t.Error("second NewSidecar on one registry succeeded, want duplicate registration error")
+	if _, err := NewRecorder(reg, src); err == nil {
+		t.Error("second NewRecorder on one registry succeeded, want duplicate registration error")
 	}
 }
 
-func TestSidecar_MetricNamesMatchContractAndPassLint(t *testing.T) {
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule {
+func TestRecorder_MetricNamesMatchContractAndPassLint(t *testing.T) {
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule {
 		return map[string]policy.Rule{"/a.B/C": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated}}
 	}})
 	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
@@ -100,8 +100,8 @@ func TestSidecar_MetricNamesMatchContractAndPassLint(t *testing.T) {
 	}
 }
 
-func TestSidecar_ObserveRequestCountsByMethodOutcomeAndCode(t *testing.T) {
-	s, _ := newTestSidecar(t, nil)
+func TestRecorder_ObserveRequestCountsByMethodOutcomeAndCode(t *testing.T) {
+	s, _ := newTestRecorder(t, nil)
 	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
 	s.ObserveRequest(proxy.RouteCaller, sayHello, "joined", codes.OK)
 	s.ObserveRequest(proxy.RouteCaller, sayHello, "joined", codes.OK)
@@ -121,8 +121,8 @@ collapser_requests_total{code="Unknown",method="/hello.v1.Greeter/SayHello",outc
 	}
 }
 
-func TestSidecar_ObserveBackendCallRecordsCountAndDuration(t *testing.T) {
-	s, _ := newTestSidecar(t, nil)
+func TestRecorder_ObserveBackendCallRecordsCountAndDuration(t *testing.T) {
+	s, _ := newTestRecorder(t, nil)
 	s.ObserveBackendCall(sayHello, codes.OK, 20*time.Millisecond)
 	s.ObserveBackendCall(sayHello, codes.DeadlineExceeded, 3*time.Second)
 
@@ -138,8 +138,8 @@ func TestSidecar_ObserveBackendCallRecordsCountAndDuration(t *testing.T) {
 	}
 }
 
-func TestSidecar_ObserveBackendStreamIsCountedWithoutADuration(t *testing.T) {
-	s, _ := newTestSidecar(t, nil)
+func TestRecorder_ObserveBackendStreamIsCountedWithoutADuration(t *testing.T) {
+	s, _ := newTestRecorder(t, nil)
 	s.ObserveBackendStream(sayHello, codes.OK)
 	if got := testutil.ToFloat64(s.backendCalls.WithLabelValues(sayHello, "OK")); got != 1 {
 		t.Errorf("backend calls {OK} = %v, want 1", got)
@@ -163,9 +163,9 @@ func readHistogram(t *testing.T, o prometheus.Observer) *dto.Histogram {
 	return out.GetHistogram()
 }
 
-func TestSidecar_GaugesReadStatsOncePerScrape(t *testing.T) {
+func TestRecorder_GaugesReadStatsOncePerScrape(t *testing.T) {
 	var calls atomic.Int64
-	_, reg := newTestSidecar(t, func() collapse.Stats {
+	_, reg := newTestRecorder(t, func() collapse.Stats {
 		calls.Add(1)
 		return collapse.Stats{InFlight: 3, Queued: 2, Waiters: 40, Entries: 7, Bytes: 1234}
 	})
@@ -195,8 +195,8 @@ collapser_waiters 40
 	}
 }
 
-func TestSidecar_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
-	s, _ := newTestSidecar(t, nil)
+func TestRecorder_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
+	s, _ := newTestRecorder(t, nil)
 	const extra = 25
 	for i := range MaxUnknownMethods + extra {
 		m := fmt.Sprintf("/svc.S/M%d", i)
@@ -215,12 +215,12 @@ func TestSidecar_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
 	}
 }
 
-func TestSidecar_KnownMethodsKeepTheirLabelsAndStartAtZero(t *testing.T) {
+func TestRecorder_KnownMethodsKeepTheirLabelsAndStartAtZero(t *testing.T) {
 	rules := map[string]policy.Rule{
 		sayHello:                    {Action: policy.Collapse},
 		"/hello.v1.Stats/GetCounts": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated},
 	}
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
 	for i := range MaxUnknownMethods { // unknown methods fill their allowance first
 		s.ObserveRequest(proxy.RouteCaller, fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
 	}
@@ -254,8 +254,8 @@ collapser_method_rule_info{action="passthrough",method="/hello.v1.Stats/GetCount
 	}
 }
 
-func TestSidecar_PolicyReloads(t *testing.T) {
-	s, reg := newTestSidecar(t, nil)
+func TestRecorder_PolicyReloads(t *testing.T) {
+	s, reg := newTestRecorder(t, nil)
 	s.ObservePolicyReload(true)
 	s.ObservePolicyReload(false)
 	want := `
@@ -272,9 +272,9 @@ collapser_policy_reloads_total{result="success"} 1
 	}
 }
 
-func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
+func TestRecorder_PeerCallsFallbacksAndRequests(t *testing.T) {
 	rules := map[string]policy.Rule{sayHello: {Action: policy.Collapse}}
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
 	if _, err := reg.Gather(); err != nil { // the series of a known method start at 0
 		t.Fatal(err)
 	}
@@ -299,14 +299,14 @@ func TestSidecar_PeerCallsFallbacksAndRequests(t *testing.T) {
 	}
 }
 
-func TestSidecar_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing.T) {
+func TestRecorder_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing.T) {
 	const feed = "/hello.v1.Greeter/StreamHellos"
 	rules := map[string]policy.Rule{
 		sayHello:                 {Action: policy.Collapse},
 		feed:                     {Action: policy.Replay},
 		"/hello.v1.Greeter/Chat": {Action: policy.Passthrough}, // never forwarded
 	}
-	s, reg := newTestSidecarWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
@@ -325,10 +325,10 @@ func TestSidecar_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing.
 	}
 }
 
-func TestSidecar_StreamRequestsAndGauges(t *testing.T) {
+func TestRecorder_StreamRequestsAndGauges(t *testing.T) {
 	const feed = "/hello.v1.Greeter/StreamHellos"
 	rules := map[string]policy.Rule{feed: {Action: policy.Replay}}
-	s, reg := newTestSidecarWith(t, Sources{
+	s, reg := newTestRecorderWith(t, Sources{
 		Methods: func() map[string]policy.Rule { return rules },
 		Streams: func() replay.Stats { return replay.Stats{Live: 1, Held: 2, Readers: 30, Bytes: 4096} },
 	})
