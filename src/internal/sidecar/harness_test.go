@@ -37,17 +37,19 @@ type countingBackend struct {
 	hellov1.UnimplementedGreeterServer
 	calls     atomic.Int64 // calls received
 	completed atomic.Int64 // calls answered after their whole latency
+	cancelled atomic.Int64 // calls their caller cancelled before the answer
 	latency   time.Duration
-	gate      chan struct{} // when not nil, calls wait for it to close
+	gate      chan struct{} // when not nil, calls numbered gateFrom or later wait for it to close
+	gateFrom  int64         // the first call gate holds; 0 or 1: every call
 }
 
 func (b *countingBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
 	n := b.calls.Add(1)
-	if b.gate != nil {
+	if b.gate != nil && n >= b.gateFrom {
 		select {
 		case <-b.gate:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, b.left(ctx)
 		}
 	}
 	if b.latency > 0 {
@@ -56,13 +58,22 @@ func (b *countingBackend) SayHello(ctx context.Context, req *hellov1.HelloReques
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, b.left(ctx)
 		}
 	}
 	b.completed.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
 	caller := strings.Join(md.Get("authorization"), ",")
 	return &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Caller: caller, Call: n}, nil
+}
+
+// left returns the error of a call whose ctx ended before its answer,
+// counting it when its caller cancelled it.
+func (b *countingBackend) left(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		b.cancelled.Add(1)
+	}
+	return ctx.Err()
 }
 
 // startBackend serves b with reflection on a loopback port until the test ends.

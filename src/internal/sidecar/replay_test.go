@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,25 @@ const streamHellos = "/hello.v1.Greeter/StreamHellos"
 func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient, func() int64) {
 	t.Helper()
 	backend := hellotest.Serve(t, hello.Options{})
+	sc, clients := replayingSidecar(t, backend, ttl, conns, edit)
+	return sc, clients, streamCount(t, backend)
+}
+
+// gatedReplaySidecar is replaySidecar in front of a gatedStreams backend,
+// which it returns: its calls count its streams, its gate holds them.
+func gatedReplaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient, *gatedStreams) {
+	t.Helper()
+	backend := &gatedStreams{gate: make(chan struct{})}
+	sc, clients := replayingSidecar(t, startBackend(t, backend), ttl, conns, edit)
+	return sc, clients, backend
+}
+
+// replayingSidecar serves a sidecar in front of backend whose policy replays
+// StreamHellos, keeping an ended stream for ttl (edit may change its
+// settings), waits until it knows StreamHellos, and returns it and clients
+// over conns connections.
+func replayingSidecar(t *testing.T, backend string, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient) {
+	t.Helper()
 	policy := replayPolicy(t, ttl)
 	sc := startSidecar(t, backend, func(c *config.Sidecar) {
 		c.PolicyFile = policy
@@ -44,12 +64,39 @@ func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config
 	for i := range clients {
 		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
 	}
-	return sc, clients, streamCount(t, backend)
+	return sc, clients
+}
+
+// gatedStreams is a Greeter whose StreamHellos sends the first half of the
+// replies asked for, waits for gate to close, then sends the rest: a stream
+// that stays open, half sent, until the test says so.
+type gatedStreams struct {
+	hellov1.UnimplementedGreeterServer
+	calls atomic.Int64 // streams received
+	gate  chan struct{}
+}
+
+func (b *gatedStreams) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+	reply := &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Call: b.calls.Add(1)}
+	n := int(req.GetCount())
+	for i := range n {
+		if i == n/2 {
+			select {
+			case <-b.gate:
+			case <-stream.Context().Done():
+				return stream.Context().Err()
+			}
+		}
+		if err := stream.Send(reply); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replayPolicy writes a policy file that replays StreamHellos, keeping an
 // ended stream for ttl, and returns its path.
-func replayPolicy(t *testing.T, ttl time.Duration) string {
+func replayPolicy(t testing.TB, ttl time.Duration) string {
 	t.Helper()
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	file := fmt.Sprintf("methods:\n  - name: %s\n    stream: replay\n    cacheTTL: %s\n", streamHellos, ttl)
@@ -61,7 +108,7 @@ func replayPolicy(t *testing.T, ttl time.Duration) string {
 
 // waitStreamLearned waits until sc knows StreamHellos as server-streaming:
 // until then its calls pass through.
-func waitStreamLearned(t *testing.T, sc *runningSidecar) {
+func waitStreamLearned(t testing.TB, sc *runningSidecar) {
 	t.Helper()
 	testkit.WaitFor(t, "StreamHellos learned", func() bool { return sc.resolver.Method(streamHellos).Kind.String() == "server_streaming" })
 }
@@ -133,15 +180,28 @@ func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequ
 
 func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 	const callers, n = 1000, 100
-	sc, clients, count := replaySidecar(t, 0, 4, nil)
-	req := &hellov1.HelloRequest{Name: "feed", Count: n, IntervalMs: 2}
-	results := streams(testkit.Context(t), clients, callers, req)
+	sc, clients, backend := gatedReplaySidecar(t, 0, 4, nil)
+	req := &hellov1.HelloRequest{Name: "feed", Count: n}
+	// The backend holds its stream half sent until every caller reads it,
+	// however long a loaded machine takes to make the calls: the waits
+	// bound a stall of the callers, and they wait as long as the test does.
+	results := make([]streamed, callers)
+	var ended atomic.Int64
+	for i := range callers {
+		go func() {
+			results[i] = stream(t.Context(), clients[i%len(clients)], req)
+			ended.Add(1)
+		}()
+	}
+	testkit.WaitForCount(t, "callers reading the stream", callers, func() int { return sc.proxy.StreamStats().Readers })
+	close(backend.gate)
+	testkit.WaitForCount(t, "callers at their stream's end", callers, func() int { return int(ended.Load()) })
 	for i, r := range results {
 		if !r.consistent(n, "feed") {
 			t.Fatalf("caller %d: %d replies, err %v; want %d replies of one call", i, len(r.replies), r.err, n)
 		}
 	}
-	got := count()
+	got := backend.calls.Load()
 	t.Logf("%d identical StreamHellos calls of %d messages: %d backend streams", callers, n, got)
 	if got != 1 {
 		t.Errorf("backend streams = %d, want 1", got)
@@ -152,26 +212,29 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 }
 
 func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
-	const n = 100
-	_, clients, count := replaySidecar(t, 0, 1, nil)
-	req := &hellov1.HelloRequest{Name: "late", Count: n, IntervalMs: 5}
+	const n, late = 100, 10
+	sc, clients, backend := gatedReplaySidecar(t, 0, 1, nil)
+	req := &hellov1.HelloRequest{Name: "late", Count: n}
 	ctx := testkit.Context(t)
 	first, err := clients[0].StreamHellos(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range n / 2 { // the stream is at message 50
+	for i := range n / 2 { // the stream is at message 50, where the backend holds it
 		if _, err := first.Recv(); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
-	late := streams(ctx, clients[:1], 10, req)
-	for i, r := range late {
+	done := make(chan []streamed, 1)
+	go func() { done <- streams(ctx, clients[:1], late, req) }()
+	testkit.WaitFor(t, "the late callers on the stream", func() bool { return sc.proxy.StreamStats().Readers == 1+late })
+	close(backend.gate)
+	for i, r := range testkit.Recv(t, "the late callers' streams", done) {
 		if !r.consistent(n, "late") {
 			t.Errorf("caller %d, joined at message 50: %d replies, err %v; want all %d", i, len(r.replies), r.err, n)
 		}
 	}
-	if got := count(); got != 1 {
+	if got := backend.calls.Load(); got != 1 {
 		t.Errorf("backend streams = %d, want 1", got)
 	}
 }
@@ -179,38 +242,36 @@ func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
 func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 	// 2,000 replies of 4 KiB: 8 MiB, far more than a caller's flow-control
 	// window, so a caller that reads nothing stops its own sends at once.
-	const n, interval = 2000, 1
+	const n, readers = 2000, 5
 	name := fmt.Sprintf("%04096d", 0)
-	_, clients, _ := replaySidecar(t, 0, 2, func(c *config.Sidecar) { c.StreamMaxBytes = 16 << 20 })
-	req := &hellov1.HelloRequest{Name: name, Count: n, IntervalMs: interval}
-	run := func(stall bool) time.Duration {
-		ctx, cancel := context.WithCancel(testkit.Context(t))
-		defer cancel()
-		if stall {
-			stalled, err := clients[1].StreamHellos(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := stalled.Recv(); err != nil { // joined: then it reads nothing more
-				t.Fatal(err)
-			}
-		}
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range 5 {
-			wg.Go(func() {
-				if r := stream(ctx, clients[0], req); !r.consistent(n, name) {
-					t.Errorf("reader: %d replies, err %v", len(r.replies), r.err)
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(start)
+	sc, clients, backend := gatedReplaySidecar(t, 0, 2, func(c *config.Sidecar) { c.StreamMaxBytes = 16 << 20 })
+	req := &hellov1.HelloRequest{Name: name, Count: n}
+	ctx := testkit.Context(t)
+	stalled, err := clients[1].StreamHellos(ctx, req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	alone, stalled := run(false), run(true)
-	t.Logf("5 readers of %d × 4 KiB: %v alone, %v beside a caller that stopped reading", n, alone.Round(time.Millisecond), stalled.Round(time.Millisecond))
-	if stalled > 2*alone+time.Second {
-		t.Errorf("a stalled caller slowed the others from %v to %v", alone, stalled)
+	first, err := stalled.Recv() // it leads the stream: then it reads nothing more
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The readers come over a connection of their own: the stalled caller's
+	// holds nothing of theirs.
+	results := make(chan streamed, readers)
+	for range readers {
+		go func() { results <- stream(ctx, clients[0], req) }()
+	}
+	// The backend holds the stream half sent until all read the same record.
+	testkit.WaitFor(t, "the readers on the stalled caller's stream", func() bool { return sc.proxy.StreamStats().Readers == 1+readers })
+	close(backend.gate)
+	for i := range readers {
+		r := testkit.Recv(t, "a reader's whole stream", results)
+		if !r.consistent(n, name) || r.replies[0].GetCall() != first.GetCall() {
+			t.Errorf("reader %d: %d replies, err %v; want all %d of the stalled caller's call %d", i, len(r.replies), r.err, n, first.GetCall())
+		}
+	}
+	if got := backend.calls.Load(); got != 1 {
+		t.Errorf("backend streams = %d, want 1: the readers read the stalled caller's", got)
 	}
 }
 

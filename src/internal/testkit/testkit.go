@@ -1,8 +1,9 @@
 // Package testkit holds the scaffolding the tests of every package share:
-// one bound for every wait, a context that ends with it, a polling wait, a
-// bounded receive, an address nobody listens on and an environment lookup
-// over a map. It imports only the standard library, so any package's tests
-// may use it.
+// one bound for every wait, a context that ends with it, a polling wait (and
+// one for a load, which bounds its stalls rather than its whole), a bounded
+// receive, an address nobody listens on and an environment lookup over a
+// map. It imports only the standard library, so any package's tests may use
+// it.
 package testkit
 
 import (
@@ -41,6 +42,26 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", DefaultTimeout, what)
 		}
 		<-tick.C
+	}
+}
+
+// WaitForCount polls count until it reaches want, and fails the test naming
+// what it waited for if count stays the same for DefaultTimeout. It is
+// WaitFor for a large load, whose whole takes as long as the machine is
+// slow: what it bounds is a stall, not the total.
+func WaitForCount(t testing.TB, what string, want int, count func() int) {
+	t.Helper()
+	n := count()
+	moved := time.Now()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for n < want {
+		<-tick.C
+		if now := count(); now != n {
+			n, moved = now, time.Now()
+		} else if time.Since(moved) > DefaultTimeout {
+			t.Fatalf("timed out waiting for %s: %d of %d, no change for %v", what, n, want, DefaultTimeout)
+		}
 	}
 }
 
