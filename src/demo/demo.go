@@ -1,7 +1,8 @@
-// Package demo sends bursts of identical SayHello requests to a target (the
-// collapser sidecar, or the hello backend itself) and reports what happened:
-// errors, latencies, and how many calls the backend really served, read from
-// the backend's own Stats service or metrics before and after the bursts.
+// Package demo sends bursts of identical SayHello requests (StreamHellos
+// calls with Config.Stream) to a target (the collapser sidecar, or the hello
+// backend itself) and reports what happened: errors, latencies, and how many
+// calls the backend really served, read from the backend's own Stats service
+// or metrics before and after the bursts.
 package demo
 
 import (
@@ -113,11 +114,12 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Run connects to the target and the backend, reads the backend's SayHello
-// count (Stats, or its metrics), sends the burst(s), reads the count again and
-// reports. It fails when either address cannot be reached or the counts cannot
-// be read; failed
-// requests are counted in the Report, not returned as an error.
+// Run connects to the target and the backend, reads the backend's count of
+// the method the bursts call (SayHello, or StreamHellos with cfg.Stream;
+// from Stats, or the backend's metrics), sends the burst(s), reads the count
+// again and reports. It fails when either address cannot be reached or the
+// counts cannot be read; failed requests are counted in the Report, not
+// returned as an error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
@@ -171,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		bursts[i] = summarise(hello.Caller(spec.authorization), spec.stream != nil, results[i], durations[i])
 		latencies = append(latencies, okLatencies(results[i])...)
 	}
-	return newReport(bursts, after-before, elapsed, latencies), nil
+	return newReport(method, bursts, after-before, elapsed, latencies), nil
 }
 
 // connections returns how many target connections the run uses.

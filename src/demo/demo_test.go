@@ -162,3 +162,24 @@ func TestRun_StreamModeChecksEveryCallersReplies(t *testing.T) {
 		t.Errorf("no messages asked for: err %v", err)
 	}
 }
+
+func TestRun_TextNamesTheMethodTheBackendCounted(t *testing.T) {
+	b := startBackend(t, 0)
+	for _, tt := range []struct {
+		stream bool
+		method string
+	}{{false, "SayHello"}, {true, "StreamHellos"}} {
+		r, err := Run(testkit.Context(t), Config{Target: b.addr, Backend: b.addr, Requests: 3, Stream: tt.stream, StreamMessages: 2})
+		if err != nil {
+			t.Fatalf("Run with stream %v: %v", tt.stream, err)
+		}
+		var text bytes.Buffer
+		if err := r.WriteText(&text); err != nil {
+			t.Fatalf("WriteText: %v", err)
+		}
+		want := "backend calls   3 (the backend's own " + tt.method + " count)\n"
+		if r.Method != "/hello.v1.Greeter/"+tt.method || !strings.Contains(text.String(), want) {
+			t.Errorf("stream %v: method %q, text report:\n%s\nwant method %s and the line %q", tt.stream, r.Method, text.String(), tt.method, want)
+		}
+	}
+}

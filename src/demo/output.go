@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +15,7 @@ import (
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "requests        %d (errors %d%s)\n", r.Requests, r.Errors, codeList(r.ErrorsByCode))
-	fmt.Fprintf(&b, "backend calls   %d (the backend's own SayHello count)\n", r.BackendCalls)
+	fmt.Fprintf(&b, "backend calls   %d (the backend's own %s count)\n", r.BackendCalls, path.Base(r.Method))
 	fmt.Fprintf(&b, "collapse ratio  %.4f\n", r.CollapseRatio)
 	fmt.Fprintf(&b, "latency         %s\n", latencyText(r.Latency))
 	fmt.Fprintf(&b, "duration        %s\n", r.Duration.Round(time.Millisecond))

@@ -48,15 +48,18 @@ func (b *Burst) DistinctCalls() int {
 }
 
 // Report is the outcome of a demo run: every burst, and the backend's own
-// count of SayHello calls over the run.
+// count of calls of the method the bursts called over the run.
 type Report struct {
 	// Requests and Errors add up all bursts.
 	Requests, Errors int
 	// ErrorsByCode adds up all bursts' ErrorsByCode.
 	ErrorsByCode map[string]int
-	// BackendCalls is the backend's SayHello count after the run minus before
-	// it: the truth about how many requests reached the backend (including any
-	// other client's SayHello calls made meanwhile).
+	// Method is the full name of the method the bursts called and the
+	// backend counted: Greeter's SayHello, or StreamHellos with Config.Stream.
+	Method string
+	// BackendCalls is the backend's count of Method after the run minus
+	// before it: the truth about how many requests reached the backend
+	// (including any other client's calls of Method made meanwhile).
 	BackendCalls int64
 	// CollapseRatio is the share of successful requests that cost no backend
 	// call: 1 - BackendCalls/successful requests, clamped to [0, 1], 0 when no
@@ -113,10 +116,10 @@ func okLatencies(results []result) []time.Duration {
 	return out
 }
 
-// newReport adds up bursts and derives the collapse ratio from backendCalls;
-// latencies are those of every successful request.
-func newReport(bursts []Burst, backendCalls int64, d time.Duration, latencies []time.Duration) *Report {
-	r := &Report{ErrorsByCode: map[string]int{}, BackendCalls: backendCalls, Duration: d, Bursts: bursts}
+// newReport adds up bursts of calls of method and derives the collapse ratio
+// from backendCalls; latencies are those of every successful request.
+func newReport(method string, bursts []Burst, backendCalls int64, d time.Duration, latencies []time.Duration) *Report {
+	r := &Report{ErrorsByCode: map[string]int{}, Method: method, BackendCalls: backendCalls, Duration: d, Bursts: bursts}
 	for _, b := range bursts {
 		r.Requests += b.Requests
 		r.Errors += b.Errors

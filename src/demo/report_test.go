@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 )
 
 func TestSummarise_CountsErrorsMismatchesAndDistinctCalls(t *testing.T) {
@@ -59,7 +61,7 @@ func testReport() *Report {
 	second := []result{ok("bob", 2, 51*time.Millisecond), {latency: time.Millisecond, code: codes.Unavailable}}
 	bursts := []Burst{summarise("alice", false, first, 60*time.Millisecond), summarise("bob", false, second, 61*time.Millisecond)}
 	latencies := append(okLatencies(first), okLatencies(second)...)
-	return newReport(bursts, 2, 62*time.Millisecond, latencies)
+	return newReport(hellov1.Greeter_SayHello_FullMethodName, bursts, 2, 62*time.Millisecond, latencies)
 }
 
 func TestReport_JSONHasContractKeys(t *testing.T) {
@@ -100,7 +102,7 @@ func TestReport_TextNamesEveryFigure(t *testing.T) {
 	}
 	for _, want := range []string{
 		"requests        4 (errors 1: Unavailable=1)",
-		"backend calls   2",
+		"backend calls   2 (the backend's own SayHello count)",
 		"collapse ratio  0.3333",
 		"latency         p50 51ms p90 52ms p99 52ms max 52ms",
 		`burst 2 caller "bob": requests 2, errors 1, distinct backend calls 1, mismatched replies 0`,

@@ -1,7 +1,8 @@
-// Command democlient sends a burst of identical SayHello requests to a target
-// (the collapser sidecar) and prints how many calls the hello backend really
-// served, read from the backend's own Stats service (or, with
-// --backend-metrics, its metrics), and the collapse ratio.
+// Command democlient sends a burst of identical SayHello requests (with
+// --stream, StreamHellos calls) to a target (the collapser sidecar) and prints
+// how many calls of that method the hello backend really served, read from
+// the backend's own Stats service (or, with --backend-metrics, its metrics),
+// and the collapse ratio.
 // With --second-authorization a second burst with another credential runs at
 // the same time, showing replies are never shared across credentials. It
 // exits non-zero when an address is still unreachable after --connect-timeout,
