@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // limit allows (--memory-limit), so the collector works harder as the heap
 // nears it instead of letting the container be killed. A GOMEMLIMIT of the
 // environment, which the runtime read at start, wins.
-func setGoMemoryLimit(cfg config.Sidecar, getenv func(string) string, logger *slog.Logger) {
+func setGoMemoryLimit(cfg config.Settings, getenv func(string) string, logger *slog.Logger) {
 	limit := cfg.GoMemoryLimit()
 	switch {
 	case limit == 0:
@@ -86,7 +86,7 @@ func setGoMemoryLimit(cfg config.Sidecar, getenv func(string) string, logger *sl
 	logger.Info("Go soft memory limit set", "bytes", limit, "memory_limit", cfg.MemoryLimit)
 }
 
-func newLogger(cfg config.Sidecar, w io.Writer) *slog.Logger {
+func newLogger(cfg config.Settings, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))

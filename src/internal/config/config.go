@@ -29,8 +29,8 @@ import (
 // EnvPrefix starts the name of every environment variable the sidecar reads.
 const EnvPrefix = "COLLAPSER_"
 
-// Sidecar holds the sidecar's settings.
-type Sidecar struct {
+// Settings are the sidecar's settings: flags over environment variables over defaults.
+type Settings struct {
 	Listen          string        // gRPC address callers use
 	Backend         string        // the backend's gRPC address
 	MetricsListen   string        // address of the Prometheus /metrics endpoint
@@ -78,8 +78,8 @@ type Sidecar struct {
 
 // Default returns the settings used when nothing is configured. Each value
 // is the named default of the package that owns the setting.
-func Default() Sidecar {
-	return Sidecar{
+func Default() Settings {
+	return Settings{
 		Listen:               ":50052",
 		Backend:              "localhost:50051",
 		MetricsListen:        ":2112",
@@ -110,21 +110,21 @@ func Default() Sidecar {
 // Parse returns the settings given by args (without the program name) over
 // the environment read through getenv, over the defaults. Usage goes to out,
 // for -h (the error is then flag.ErrHelp) and after a bad flag.
-func Parse(args []string, getenv func(string) string, out io.Writer) (Sidecar, error) {
+func Parse(args []string, getenv func(string) string, out io.Writer) (Settings, error) {
 	c := Default()
 	fs := flagSet(&c)
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
-		return Sidecar{}, err
+		return Settings{}, err
 	}
 	if err := command.ParseFlags(fs, args, out, out); err != nil {
-		return Sidecar{}, err
+		return Settings{}, err
 	}
 	return c, c.validate()
 }
 
 // flagSet returns the sidecar's flags, each setting its field of c and
 // taking c's value as its default.
-func flagSet(c *Sidecar) *flag.FlagSet {
+func flagSet(c *Settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("collapser", flag.ContinueOnError)
 	fs.Usage = envflag.Usage(fs, EnvPrefix, "cache-ttl")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
@@ -171,7 +171,7 @@ func EnvName(flagName string) string {
 }
 
 // validate checks ranges and formats that the flag types do not.
-func (c Sidecar) validate() error {
+func (c Settings) validate() error {
 	var errs []error
 	check := func(ok bool, flagName, format string, args ...any) {
 		if !ok {
@@ -217,7 +217,7 @@ const goMemoryPercent = 90
 // GoMemoryLimit returns the Go runtime's soft memory limit for the
 // container's memory limit (goMemoryPercent of MemoryLimit); 0 when no limit
 // is known.
-func (c Sidecar) GoMemoryLimit() int64 {
+func (c Settings) GoMemoryLimit() int64 {
 	return c.MemoryLimit / 100 * goMemoryPercent
 }
 

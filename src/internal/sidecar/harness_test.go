@@ -115,13 +115,13 @@ type runningSidecar struct {
 }
 
 // serveSidecar serves a Sidecar in front of backend until the test ends.
-func serveSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
+func serveSidecar(t testing.TB, backend string, edit func(*config.Settings)) *runningSidecar {
 	t.Helper()
 	return serveSidecarLogging(t, backend, slog.New(slog.DiscardHandler), edit)
 }
 
 // serveSidecarLogging is serveSidecar logging to logger.
-func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Sidecar)) *runningSidecar {
+func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Settings)) *runningSidecar {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Backend = backend
@@ -133,7 +133,7 @@ func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit
 
 // serveConfig serves a Sidecar of cfg on loopback ports, its peer listener
 // on peerLis (nil: none), until the test ends.
-func serveConfig(t testing.TB, cfg config.Sidecar, logger *slog.Logger, peerLis net.Listener) *runningSidecar {
+func serveConfig(t testing.TB, cfg config.Settings, logger *slog.Logger, peerLis net.Listener) *runningSidecar {
 	t.Helper()
 	s, err := New(cfg, logger)
 	if err != nil {
@@ -170,13 +170,13 @@ func serveConfig(t testing.TB, cfg config.Sidecar, logger *slog.Logger, peerLis 
 
 // startSidecar is serveSidecar that waits until the sidecar's health
 // service reports SERVING.
-func startSidecar(t testing.TB, backend string, edit func(*config.Sidecar)) *runningSidecar {
+func startSidecar(t testing.TB, backend string, edit func(*config.Settings)) *runningSidecar {
 	t.Helper()
 	return startSidecarLogging(t, backend, slog.New(slog.DiscardHandler), edit)
 }
 
 // startSidecarLogging is startSidecar logging to logger.
-func startSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Sidecar)) *runningSidecar {
+func startSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Settings)) *runningSidecar {
 	t.Helper()
 	r := serveSidecarLogging(t, backend, logger, edit)
 	waitServing(t, dial(t, r.addr))

@@ -205,7 +205,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 	for _, method := range []string{sayHello, chat} { // collapsed, passed through
 		t.Run(method, func(t *testing.T) {
 			backend := &chatHolder{}
-			sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) { c.UnaryMethods = []string{sayHello} })
+			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.UnaryMethods = []string{sayHello} })
 			okCall(t, sc.addr)
 			goroutines, heap, rss := runtime.NumGoroutine(), heapInUse(), rssKiB(t)
 			c := dialRaw(t, sc.addr)
@@ -287,7 +287,7 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 	// ends only if the sidecar cancels it when its last caller leaves.
 	callers := 2 * config.Default().MaxBackendCalls // half of the calls queue
 	backend := &countingBackend{gate: make(chan struct{})}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.BackendTimeout = time.Hour
 		c.UnaryMethods = []string{sayHello}
 	})
@@ -323,7 +323,7 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 
 func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	const requests, payload, limit = 400, 1 << 20, 1 << 20
-	sc := startSidecar(t, startBackend(t, &countingBackend{}), func(c *config.Sidecar) {
+	sc := startSidecar(t, startBackend(t, &countingBackend{}), func(c *config.Settings) {
 		c.CacheMaxBytes = limit
 		c.CacheTTL = time.Hour
 	})

@@ -32,7 +32,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	const burst = 10_000
 	backend := &countingBackend{gate: make(chan struct{})}
 	// No cache: every caller but the leader must have joined the call in flight.
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = 0
 		c.BackendTimeout = time.Hour // the gate ends the call, however long the burst takes to gather
 		c.UnaryMethods = []string{sayHello}
@@ -104,7 +104,7 @@ type steadyResult struct {
 // sustained makes the run r.
 func sustained(t testing.TB, r steady) steadyResult {
 	backend := &countingBackend{latency: r.latency}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = r.ttl
 		c.StaleWhileRevalidate = r.swr
 		c.UnaryMethods = []string{sayHello}
@@ -249,7 +249,7 @@ func TestLoad_StaleWhileRevalidateKeepsCallersFromWaiting(t *testing.T) {
 func flat(t testing.TB, rounds, perRound int) (g0, g1 int, h0, h1 uint64) {
 	const workers, keys = 100, 500
 	backend := &countingBackend{latency: time.Millisecond}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = 20 * time.Millisecond
 		c.UnaryMethods = []string{sayHello}
 	})

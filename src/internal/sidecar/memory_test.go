@@ -41,7 +41,7 @@ type heldLoad struct {
 	replyBytes int    // the size of each answer's greeting
 	count      int32  // messages per stream (streams only)
 	method     string // sayHello or streamHellos
-	edit       func(*config.Sidecar)
+	edit       func(*config.Settings)
 }
 
 // heldUsage is what a heldLoad left behind.
@@ -138,7 +138,7 @@ func (l heldLoad) ttl() time.Duration {
 
 // configure applies l's settings to a sidecar's: a TTL of a minute unless
 // l.edit says otherwise.
-func (l heldLoad) configure(c *config.Sidecar) {
+func (l heldLoad) configure(c *config.Settings) {
 	c.CacheTTL = time.Minute
 	if l.edit != nil {
 		l.edit(c)
@@ -208,7 +208,7 @@ func TestMemory_RefreshedStaleAnswersHoldWhatTheyCount(t *testing.T) {
 	// The second round asks for every name again past its millisecond TTL:
 	// each is served stale while a background call refreshes it, and the
 	// refreshed result is held.
-	l := heldLoad{calls: 4_000, rounds: 2, method: sayHello, edit: func(c *config.Sidecar) {
+	l := heldLoad{calls: 4_000, rounds: 2, method: sayHello, edit: func(c *config.Settings) {
 		c.CacheTTL, c.StaleWhileRevalidate = time.Millisecond, time.Hour
 	}}
 	checkHeld(t, l.run(t), l.calls)
@@ -218,7 +218,7 @@ func TestMemory_PrivateAnswersHoldNothing(t *testing.T) {
 	// Every answer carries the hello backend's served-by trailer, made
 	// private here: none is kept, and the callers that joined a call make
 	// their own.
-	l := heldLoad{calls: 2_000, callers: 2, method: sayHello, edit: func(c *config.Sidecar) {
+	l := heldLoad{calls: 2_000, callers: 2, method: sayHello, edit: func(c *config.Settings) {
 		c.PrivateHeaders = []string{hello.TrailerServedBy}
 	}}
 	u := l.run(t)
@@ -229,7 +229,7 @@ func TestMemory_PrivateAnswersHoldNothing(t *testing.T) {
 }
 
 func TestMemory_ReplayedStreamsHoldWhatTheyCount(t *testing.T) {
-	l := heldLoad{calls: 2_000, count: 50, method: streamHellos, edit: func(c *config.Sidecar) {
+	l := heldLoad{calls: 2_000, count: 50, method: streamHellos, edit: func(c *config.Settings) {
 		c.PolicyFile = replayPolicy(t, time.Minute)
 	}}
 	checkHeld(t, l.run(t), l.calls)
@@ -252,7 +252,7 @@ func BenchmarkLoadHeld(b *testing.B) {
 	} {
 		b.Run(l.name, func(b *testing.B) {
 			if l.method == streamHellos {
-				l.edit = func(c *config.Sidecar) { c.PolicyFile = replayPolicy(b, time.Minute) }
+				l.edit = func(c *config.Settings) { c.PolicyFile = replayPolicy(b, time.Minute) }
 			}
 			for b.Loop() {
 				u := l.run(b)
@@ -267,6 +267,6 @@ func BenchmarkLoadHeld(b *testing.B) {
 }
 
 // cacheMaxBytes returns an edit that bounds the result cache to n bytes.
-func cacheMaxBytes(n int64) func(*config.Sidecar) {
-	return func(c *config.Sidecar) { c.CacheMaxBytes = n }
+func cacheMaxBytes(n int64) func(*config.Settings) {
+	return func(c *config.Settings) { c.CacheMaxBytes = n }
 }

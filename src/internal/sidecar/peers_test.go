@@ -35,7 +35,7 @@ func startReplicas(t *testing.T, n int, peered bool, newBackend func() *counting
 		backends[i] = newBackend()
 		addrs[i] = startBackend(t, backends[i])
 	}
-	rs := startSidecars(t, addrs, peered, func(c *config.Sidecar) { c.UnaryMethods = []string{sayHello} })
+	rs := startSidecars(t, addrs, peered, func(c *config.Settings) { c.UnaryMethods = []string{sayHello} })
 	for i, r := range rs {
 		r.backend = backends[i]
 	}
@@ -45,7 +45,7 @@ func startReplicas(t *testing.T, n int, peered bool, newBackend func() *counting
 // startSidecars starts a sidecar in front of each backend, with the
 // settings edit makes; the sidecars are each other's peers (a static list,
 // every replica included) when peered, or alone.
-func startSidecars(t *testing.T, backends []string, peered bool, edit func(*config.Sidecar)) []*replica {
+func startSidecars(t *testing.T, backends []string, peered bool, edit func(*config.Settings)) []*replica {
 	t.Helper()
 	peerLis := make([]net.Listener, len(backends))
 	addrs := make([]string, len(backends))
@@ -221,7 +221,7 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 				counts[i] = streamCount(t, backends[i])
 			}
 			policy := replayPolicy(t, time.Minute)
-			rs := startSidecars(t, backends, tt.peered, func(c *config.Sidecar) { c.PolicyFile = policy })
+			rs := startSidecars(t, backends, tt.peered, func(c *config.Settings) { c.PolicyFile = policy })
 			for _, r := range rs {
 				waitStreamLearned(t, r.sidecar)
 			}
@@ -307,7 +307,7 @@ func TestPeers_AForwardedStreamOutlivesThePeerConnectionsAge(t *testing.T) {
 	const replies = 20
 	backends := []string{hellotest.Serve(t, hello.Options{}), hellotest.Serve(t, hello.Options{})}
 	policy := replayPolicy(t, time.Minute)
-	rs := startSidecars(t, backends, true, func(c *config.Sidecar) { c.PolicyFile = policy })
+	rs := startSidecars(t, backends, true, func(c *config.Settings) { c.PolicyFile = policy })
 	for _, r := range rs {
 		waitStreamLearned(t, r.sidecar)
 	}

@@ -30,7 +30,7 @@ const streamHellos = "/hello.v1.Greeter/StreamHellos"
 // replays StreamHellos, keeping an ended stream for ttl; edit may change
 // the sidecar's settings. It returns the sidecar, clients over conns
 // connections, and the backend's own stream count.
-func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient, func() int64) {
+func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Settings)) (*runningSidecar, []hellov1.GreeterClient, func() int64) {
 	t.Helper()
 	backend := hellotest.Serve(t, hello.Options{})
 	sc, clients := replayingSidecar(t, backend, ttl, conns, edit)
@@ -39,7 +39,7 @@ func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config
 
 // gatedReplaySidecar is replaySidecar in front of a gatedStreams backend,
 // which it returns: its calls count its streams, its gate holds them.
-func gatedReplaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient, *gatedStreams) {
+func gatedReplaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Settings)) (*runningSidecar, []hellov1.GreeterClient, *gatedStreams) {
 	t.Helper()
 	backend := &gatedStreams{gate: make(chan struct{})}
 	sc, clients := replayingSidecar(t, startBackend(t, backend), ttl, conns, edit)
@@ -50,10 +50,10 @@ func gatedReplaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*c
 // StreamHellos, keeping an ended stream for ttl (edit may change its
 // settings), waits until it knows StreamHellos, and returns it and clients
 // over conns connections.
-func replayingSidecar(t *testing.T, backend string, ttl time.Duration, conns int, edit func(*config.Sidecar)) (*runningSidecar, []hellov1.GreeterClient) {
+func replayingSidecar(t *testing.T, backend string, ttl time.Duration, conns int, edit func(*config.Settings)) (*runningSidecar, []hellov1.GreeterClient) {
 	t.Helper()
 	policy := replayPolicy(t, ttl)
-	sc := startSidecar(t, backend, func(c *config.Sidecar) {
+	sc := startSidecar(t, backend, func(c *config.Settings) {
 		c.PolicyFile = policy
 		if edit != nil {
 			edit(c)
@@ -244,7 +244,7 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 	// window, so a caller that reads nothing stops its own sends at once.
 	const n, readers = 2000, 5
 	name := fmt.Sprintf("%04096d", 0)
-	sc, clients, backend := gatedReplaySidecar(t, 0, 2, func(c *config.Sidecar) { c.StreamMaxBytes = 16 << 20 })
+	sc, clients, backend := gatedReplaySidecar(t, 0, 2, func(c *config.Settings) { c.StreamMaxBytes = 16 << 20 })
 	req := &hellov1.HelloRequest{Name: name, Count: n}
 	ctx := testkit.Context(t)
 	stalled, err := clients[1].StreamHellos(ctx, req)
@@ -294,7 +294,7 @@ func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testi
 
 func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 	const n = 100
-	sc, clients, count := replaySidecar(t, time.Minute, 1, func(c *config.Sidecar) { c.StreamMaxMessages = 20 })
+	sc, clients, count := replaySidecar(t, time.Minute, 1, func(c *config.Settings) { c.StreamMaxMessages = 20 })
 	req := &hellov1.HelloRequest{Name: "big", Count: n, IntervalMs: 3}
 	ctx := testkit.Context(t)
 	first, err := clients[0].StreamHellos(ctx, req)
@@ -376,7 +376,7 @@ func TestReplay_OtherStreamsStillPassThrough(t *testing.T) {
 
 func TestReplay_DemoClientStreamBurstReadsOneBackendStream(t *testing.T) {
 	var backend string
-	sc, _, _ := replaySidecar(t, 0, 1, func(c *config.Sidecar) { backend = c.Backend })
+	sc, _, _ := replaySidecar(t, 0, 1, func(c *config.Settings) { backend = c.Backend })
 	r, err := demo.Run(testkit.Context(t), demo.Config{
 		Target: sc.addr, Backend: backend, Requests: 200, Name: "demo",
 		Stream: true, StreamMessages: 50, StreamIntervalMs: 5,

@@ -51,7 +51,7 @@ var peerConnectionAge = peers.MaxConnectionAge
 
 // Sidecar is a configured collapser, ready to serve.
 type Sidecar struct {
-	cfg      config.Sidecar
+	cfg      config.Settings
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
 	peers    *grpc.ClientConn // nil: no peers
@@ -68,7 +68,7 @@ type Sidecar struct {
 // New builds a Sidecar from cfg. It connects to nothing yet: the backend is
 // dialled lazily, so the sidecar may start before its backend. A policy
 // file that cannot be read or is invalid is an error.
-func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
+func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 	rule, err := requestkey.NewRule(requestkey.RuleOptions{
 		KeyHeaders:             cfg.KeyHeaders,
 		IgnoreHeaders:          cfg.IgnoreHeaders,
@@ -111,7 +111,7 @@ func New(cfg config.Sidecar, logger *slog.Logger) (*Sidecar, error) {
 }
 
 // assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Sidecar, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
+func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,

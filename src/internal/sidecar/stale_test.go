@@ -22,7 +22,7 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	// The backend holds its second call, the refresh, until every caller has
 	// its answer: none of them can have waited for it.
 	backend := &countingBackend{gate: make(chan struct{}), gateFrom: 2}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Sidecar) {
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = ttl
 		c.StaleWhileRevalidate = time.Minute
 		c.BackendTimeout = time.Hour // the gate ends the refresh, however long the callers take
@@ -72,7 +72,7 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar, hellov1.GreeterClient, *hellov1.HelloReply) {
 	t.Helper()
 	addr, kill := serveBackend(t, "127.0.0.1:0", &countingBackend{})
-	sc := startSidecar(t, addr, func(c *config.Sidecar) {
+	sc := startSidecar(t, addr, func(c *config.Settings) {
 		c.CacheTTL = ttl
 		c.StaleIfError = window
 		c.BackendTimeout = 500 * time.Millisecond
