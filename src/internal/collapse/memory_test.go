@@ -8,16 +8,8 @@ import (
 	"time"
 
 	"github.com/collapser/collapser/src/internal/heapsize"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
-
-// liveHeap returns the bytes of live heap objects after a full collection.
-func liveHeap() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
 
 // TestEntryOverhead_IsWhatTheHeapHolds holds many results whose values the
 // heap holds once for all, and compares the heap's growth with what they
@@ -42,13 +34,13 @@ func TestEntryOverhead_IsWhatTheHeapHolds(t *testing.T) {
 			g := New(Options[*byte]{MaxEntries: n, MaxBytes: 1 << 40})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			before := liveHeap()
+			before := testkit.LiveHeap()
 			for _, k := range keys {
 				g.Do(ctx, k, &tt.opts, func(c *Call) (*byte, error) {
 					return val, c.Context().Err()
 				})
 			}
-			grown := liveHeap() - before
+			grown := testkit.LiveHeap() - before
 			st := g.Stats()
 			if st.Entries != n {
 				t.Fatalf("%d results held, want %d", st.Entries, n)

@@ -10,28 +10,20 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/collapser/collapser/src/internal/heapsize"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// liveHeap returns the bytes of live heap objects after a full collection.
-func liveHeap() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
 
 // perObject returns the live heap growth per object of making n objects
 // with newObj, keeping them all.
 func perObject[T any](n int, newObj func(i int) T) float64 {
 	objs := make([]T, 0, n) // made before the measure: only the objects count
-	before := liveHeap()
+	before := testkit.LiveHeap()
 	for i := range n {
 		objs = append(objs, newObj(i))
 	}
-	grown := liveHeap() - before
+	grown := testkit.LiveHeap() - before
 	runtime.KeepAlive(objs)
 	return float64(grown) / float64(n)
 }

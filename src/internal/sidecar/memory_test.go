@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -58,15 +57,6 @@ func (u heldUsage) String() string {
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// liveHeap returns the bytes of live heap objects after a full collection.
-func liveHeap() int64 {
-	runtime.GC()
-	runtime.GC() // the first may leave what finalizers freed
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
 // run makes l's calls through a new sidecar, 16 at a time, and returns what
 // they left held. The sidecar and its connections are warmed up by one call
 // of the method before the heap is first measured.
@@ -91,7 +81,7 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 		return st.Bytes, st.Entries
 	}
 	counted0, held0 := usage()
-	before := liveHeap()
+	before := testkit.LiveHeap()
 
 	for round := range max(l.rounds, 1) {
 		if round > 0 {
@@ -104,7 +94,7 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 	testkit.WaitFor(t, "no call in flight", func() bool {
 		return sc.proxy.Stats().InFlight == 0 && sc.proxy.StreamStats().Live == 0
 	})
-	grown := liveHeap() - before
+	grown := testkit.LiveHeap() - before
 	counted, held := usage()
 	return heldUsage{counted: counted - counted0, held: held - held0, grown: grown}
 }

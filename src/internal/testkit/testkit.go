@@ -9,6 +9,7 @@ package testkit
 import (
 	"context"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -99,4 +100,15 @@ func ClosedAddr(t testing.TB) string {
 // its environment through one: a name vars lacks reads as "".
 func Env(vars map[string]string) func(string) string {
 	return func(name string) string { return vars[name] }
+}
+
+// LiveHeap returns the bytes of live heap objects after two full
+// collections (the second frees what the first left to finalizers): what
+// the memory tests compare with what a bound counts.
+func LiveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
