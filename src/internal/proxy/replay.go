@@ -29,9 +29,8 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
-	payload, sub, key, err := p.receiveKeyed(ss, method, md, o)
+	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.streams)
 	if err != nil {
-		p.observer.ObserveRequest(o.streams, method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
 	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(ctx context.Context) (replay.Upstream, error) {

@@ -34,9 +34,8 @@ var (
 func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
-	payload, sub, key, err := p.receiveKeyed(ss, method, md, o)
+	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.calls)
 	if err != nil {
-		p.observer.ObserveRequest(o.calls, method, OutcomeError, callerCode(ctx, err))
 		return err
 	}
 	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
@@ -52,10 +51,12 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 }
 
 // receiveKeyed reads the call's one request message (receive) and returns
-// it with its codec subtype and its key, which starts with o's prefix.
-func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, o *origin) (payload []byte, sub, key string, err error) {
+// it with its codec subtype and its key, which starts with o's prefix. A
+// request that cannot be read is counted on route, as an error.
+func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, o *origin, route Route) (payload []byte, sub, key string, err error) {
 	payload, err = p.receive(ss.Context(), ss)
 	if err != nil {
+		p.observer.ObserveRequest(route, method, OutcomeError, callerCode(ss.Context(), err))
 		return nil, "", "", err
 	}
 	sub = contentSubtype(md)
