@@ -109,10 +109,14 @@ func TestWatch_ServingWhileBackendServing(t *testing.T) {
 	sidecar, _ := watch(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, logs)
 	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_SERVING)
 
-	// Later probes that agree change nothing and log nothing.
+	// Later probes that agree change nothing and log nothing: SERVING is
+	// logged once, and once more only after a probe that failed (a probe
+	// can time out on a loaded machine), which is logged too.
 	testkit.WaitFor(t, "five probes", func() bool { return b.checks.Load() >= 5 })
-	if n := logs.Count(slog.LevelInfo, "backend reachable", "", ""); n != 1 {
-		t.Errorf("SERVING logged %d times over %d probes, want once", n, b.checks.Load())
+	serving := logs.Count(slog.LevelInfo, "backend reachable", "", "")
+	failed := logs.Count(slog.LevelWarn, "backend unreachable", "", "")
+	if serving != 1+failed {
+		t.Errorf("SERVING logged %d times over %d probes with %d failures logged, want once per change", serving, b.checks.Load(), failed)
 	}
 }
 

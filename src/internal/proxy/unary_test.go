@@ -200,6 +200,10 @@ func TestUnary_FollowerDeadlineEndsOnlyThatFollower(t *testing.T) {
 	if r := testkit.Recv(t, "the short call to finish", short); status.Code(r.err) != codes.DeadlineExceeded {
 		t.Errorf("follower with deadline: err = %v, want DeadlineExceeded", r.err)
 	}
+	// The sidecar's side of the short call ends on its own deadline, which
+	// it started counting when the call arrived: later than the client's.
+	// The flight is released only once the sidecar saw that end.
+	s.waitForRequests(t, 1)
 	close(hold)
 	for i, ch := range chans {
 		if r := testkit.Recv(t, "a call to finish", ch); r.err != nil {
