@@ -17,16 +17,6 @@ import (
 // different keys never contend on one lock. A power of two.
 const shardCount = 32
 
-// slotBytes is what a held result's slots cost its shard: a map slot (the
-// key's string header and the entry's pointer, 24 bytes) at the map's
-// average load of 3/4 with its control byte, and a pointer in the heap's
-// array at its average fill, 3/4.
-const slotBytes = (24+1)*4/3 + 8*4/3
-
-// doneBytes is what an entry's done channel holds: an unbuffered channel's
-// runtime header (hchan).
-const doneBytes = 96
-
 // Group shares calls by key and serves their results. Create one with New;
 // it is safe for concurrent use.
 type Group[V any] struct {
@@ -53,7 +43,7 @@ type Group[V any] struct {
 // its key and value: the entry and its done channel as allocated, and its
 // slots in its shard's map and heap, for a value type of a pointer's size.
 // TestEntryOverhead_IsWhatTheHeapHolds checks it against the heap.
-var EntryOverhead = heapsize.Of(int(unsafe.Sizeof(entry[*byte]{}))) + heapsize.Of(doneBytes) + slotBytes
+var EntryOverhead = heapsize.Of(int(unsafe.Sizeof(entry[*byte]{}))) + heapsize.Chan + heapsize.IndexSlot
 
 // New returns a Group configured by opts.
 func New[V any](opts Options[V]) *Group[V] {

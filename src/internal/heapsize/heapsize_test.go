@@ -132,3 +132,8 @@ func TestMD_NilHoldsNothing(t *testing.T) {
 		t.Errorf("MD(nil) = %d, want 0", got)
 	}
 }
+
+func TestChan_IsWhatTheHeapHolds(t *testing.T) {
+	measured := perObject(countFor(heapsize.Chan), func(int) chan struct{} { return make(chan struct{}) })
+	within(t, "Chan", heapsize.Chan, measured)
+}

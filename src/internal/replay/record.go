@@ -14,10 +14,9 @@ import (
 )
 
 // recordOverhead is what a kept record holds besides its key, metadata and
-// messages: the record and its changed channel (an unbuffered channel's
-// runtime header is 96 bytes) as allocated, and its slots in the streams'
-// map and heap at their average load (see collapse's slotBytes).
-var recordOverhead = heapsize.Of(int(unsafe.Sizeof(record{}))) + heapsize.Of(96) + (24+1)*4/3 + 8*4/3
+// messages: the record and its changed channel as allocated, and its slots
+// in the streams' map and heap.
+var recordOverhead = heapsize.Of(int(unsafe.Sizeof(record{}))) + heapsize.Chan + heapsize.IndexSlot
 
 // record is one upstream's header, messages and end, as far as it has come.
 type record struct {
