@@ -293,7 +293,9 @@ func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testi
 }
 
 func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
-	const n = 100
+	// 500 replies 3 ms apart: the second caller comes while the first
+	// stream has some 470 replies (1.4 s) to go.
+	const n = 500
 	sc, clients, count := replaySidecar(t, time.Minute, 1, func(c *config.Settings) { c.StreamMaxMessages = 20 })
 	req := &hellov1.HelloRequest{Name: "big", Count: n, IntervalMs: 3}
 	ctx := testkit.Context(t)
@@ -375,8 +377,10 @@ func TestReplay_OtherStreamsStillPassThrough(t *testing.T) {
 }
 
 func TestReplay_DemoClientStreamBurstReadsOneBackendStream(t *testing.T) {
+	// Kept for a minute: a caller that starts after the stream has ended
+	// (its 50 replies take 250 ms) replays it rather than reading another.
 	var backend string
-	sc, _, _ := replaySidecar(t, 0, 1, func(c *config.Settings) { backend = c.Backend })
+	sc, _, _ := replaySidecar(t, time.Minute, 1, func(c *config.Settings) { backend = c.Backend })
 	r, err := demo.Run(testkit.Context(t), demo.Config{
 		Target: sc.addr, Backend: backend, Requests: 200, Name: "demo",
 		Stream: true, StreamMessages: 50, StreamIntervalMs: 5,
