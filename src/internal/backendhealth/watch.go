@@ -48,12 +48,14 @@ func Watch(ctx context.Context, backend grpc.ClientConnInterface, srv *health.Se
 	for {
 		current, reason := probe(ctx, client, timeout)
 		if current != last && ctx.Err() == nil {
-			srv.SetServingStatus("", current)
+			// Logged before it is served: whoever sees the new status can
+			// find the line that says why.
 			if current == healthpb.HealthCheckResponse_SERVING {
 				logger.Info("backend reachable: sidecar health SERVING", "reason", reason)
 			} else {
 				logger.Warn("backend unreachable or unhealthy: sidecar health NOT_SERVING", "reason", reason)
 			}
+			srv.SetServingStatus("", current)
 			last = current
 		}
 		select {

@@ -33,6 +33,17 @@ func (r *Recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
 // WithGroup returns r: groups are not kept.
 func (r *Recorder) WithGroup(string) slog.Handler { return r }
 
+// Messages returns the messages of the records kept so far, in order.
+func (r *Recorder) Messages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.records))
+	for i, rec := range r.records {
+		out[i] = rec.Message
+	}
+	return out
+}
+
 // Count returns how many records have the level, a message starting with
 // prefix and, unless key is "", the attribute key=value.
 func (r *Recorder) Count(level slog.Level, prefix, key, value string) int {
