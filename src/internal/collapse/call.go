@@ -44,7 +44,7 @@ type Call struct {
 	ctx      context.Context    // made on first use: a call that never asks for it costs nothing
 	cancel   context.CancelFunc // of ctx
 	stop     func() bool        // stops watching leader
-	canceled bool               // cancel was asked for before ctx was made
+	canceled bool               // abort was called: a ctx not made yet is never made
 }
 
 // Context returns the call's context. A shared call's context belongs to no
@@ -54,7 +54,7 @@ func (c *Call) Context() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx == nil {
-		if c.parent == nil { // finished: the call is over
+		if c.canceled { // aborted before it asked, or over
 			return ended
 		}
 		if c.timeout > 0 {
@@ -62,9 +62,7 @@ func (c *Call) Context() context.Context {
 		} else {
 			c.ctx, c.cancel = context.WithCancel(c.parent)
 		}
-		if c.canceled {
-			c.cancel()
-		} else if c.leader != nil {
+		if c.leader != nil {
 			// Only a call that can be cancelled needs to know when its
 			// leader leaves.
 			c.stop = context.AfterFunc(c.leader, c.leaver.leave)
@@ -73,7 +71,8 @@ func (c *Call) Context() context.Context {
 	return c.ctx
 }
 
-// ended is what Context returns once the call is over: a cancelled context.
+// ended is what Context returns for a call aborted before its context was
+// made, or over: a cancelled context.
 var ended = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -108,7 +107,7 @@ func (c *Call) finish() {
 	if c.stop != nil {
 		c.stop()
 	}
-	c.parent, c.leader, c.leaver, c.stop = nil, nil, nil, nil
+	c.leader, c.leaver, c.stop = nil, nil, nil
 	c.ctx, c.cancel = nil, nil
 }
 
