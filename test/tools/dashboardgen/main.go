@@ -23,16 +23,10 @@ func main() {
 	}
 }
 
-// outFiles collects repeated -out flags.
-type outFiles []string
-
-func (o *outFiles) String() string     { return fmt.Sprint(*o) }
-func (o *outFiles) Set(v string) error { *o = append(*o, v); return nil }
-
 func run(args []string, stdout, stderr io.Writer) error {
-	var outs outFiles
+	var outs []string
 	fs := flag.NewFlagSet("dashboardgen", flag.ContinueOnError)
-	fs.Var(&outs, "out", "`file` to write the dashboard to (repeatable; none: stdout)")
+	fs.Func("out", "`file` to write the dashboard to (repeatable; none: stdout)", func(v string) error { outs = append(outs, v); return nil })
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return err

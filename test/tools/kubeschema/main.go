@@ -25,20 +25,14 @@ func main() {
 	}
 }
 
-// crdFiles collects repeated -crd flags.
-type crdFiles []string
-
-func (c *crdFiles) String() string     { return fmt.Sprint(*c) }
-func (c *crdFiles) Set(v string) error { *c = append(*c, v); return nil }
-
 func run(args []string, stdout, stderr io.Writer) error {
 	var (
 		swagger, out string
-		crds         crdFiles
+		crds         []string
 	)
 	fs := flag.NewFlagSet("kubeschema", flag.ContinueOnError)
 	fs.StringVar(&swagger, "swagger", "", "`path` of the Kubernetes OpenAPI v2 document (swagger.json)")
-	fs.Var(&crds, "crd", "`path` of a CustomResourceDefinition YAML file (repeatable)")
+	fs.Func("crd", "`path` of a CustomResourceDefinition YAML file (repeatable)", func(v string) error { crds = append(crds, v); return nil })
 	fs.StringVar(&out, "out", "", "`directory` to write the schemas into")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
