@@ -87,7 +87,7 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 		if round > 0 {
 			// Past the TTL of every result of the round before: a sleep
 			// that only ever makes sure of a lower bound.
-			time.Sleep(l.ttl())
+			time.Sleep(sc.cfg.CacheTTL)
 		}
 		l.round(call)
 	}
@@ -117,13 +117,6 @@ func (l heldLoad) round(call func(name string)) {
 		})
 	}
 	wg.Wait()
-}
-
-// ttl is the TTL of l's sidecar.
-func (l heldLoad) ttl() time.Duration {
-	c := config.Default()
-	l.configure(&c)
-	return c.CacheTTL
 }
 
 // configure applies l's settings to a sidecar's: a TTL of a minute unless
