@@ -106,9 +106,11 @@ func (s *Store) reload() {
 		return
 	}
 	s.lastErr = ""
-	s.current.Store(p)
+	// Logged and counted before it is in force: whoever sees the new policy
+	// finds its reload in the logs and the metrics too.
 	s.logger.Info("policy file applied", "file", s.path, "methods", len(p.exact), "services", len(p.services))
 	if s.observer != nil {
 		s.observer.ObservePolicyReload(true)
 	}
+	s.current.Store(p)
 }
