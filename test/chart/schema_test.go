@@ -22,7 +22,7 @@ func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
 		{"port out of range", "service.port=70000", []string{"/service/port"}},
 		{"latest tag", "collapser.image.tag=latest", []string{"/collapser/image/tag"}},
 		{"pull policy", "backend.image.pullPolicy=Sometimes", []string{"/backend/image/pullPolicy"}},
-		{"unary method format", "collapser.config.unaryMethods={SayHello}", []string{"/collapser/config/unaryMethods/0"}},
+		{"unary method format", "collapser.config.collapseMethods={SayHello}", []string{"/collapser/config/collapseMethods/0"}},
 		{"collapse ratio above 1", "tests.minCollapseRatio=2", []string{"/tests/minCollapseRatio"}},
 		{"connect timeout without a unit", "tests.connectTimeout=30", []string{"/tests/connectTimeout"}},
 		{"unknown default collapse", "collapser.config.defaultCollapse=some", []string{"/collapser/config/defaultCollapse"}},
@@ -89,4 +89,15 @@ func TestSchema_AcceptsEveryDocumentedValue(t *testing.T) {
 		"podDisruptionBudget.maxUnavailable=",
 		"dashboards.annotations.grafana_folder=collapser",
 	)
+}
+
+// TestSchema_FormerSettingNamesAreRefused: a values file written for an
+// earlier chart fails with the key it names, never silently.
+func TestSchema_FormerSettingNamesAreRefused(t *testing.T) {
+	for _, key := range []string{"unaryMethods", "streamCacheMaxBytes"} {
+		_, err := renderChart(loadChart(t), userValues(t, "", "collapser.config."+key+"=1"))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("collapser.config.%s: err = %v, want one naming it", key, err)
+		}
+	}
 }

@@ -60,7 +60,7 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 	// replays StreamHellos, so the stream series do.
 	startProcess(t, filepath.Join(bin, "collapser"),
 		"--listen", sidecarAddr, "--backend", helloAddr, "--metrics-listen", sidecarMetrics,
-		"--unary-methods", sayHelloMethod,
+		"--collapse-methods", sayHelloMethod,
 		"--peers", peerAddr, "--peer-listen", peerAddr, "--policy-file", policyFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)

@@ -57,11 +57,11 @@ func TestGroup_LimitsCountKeysValuesAndOverhead(t *testing.T) {
 		wantEntries int
 		wantBytes   int64
 	}{
-		{"max entries evicts the first to go", Options[string]{MaxEntries: 2, Size: size}, []string{"a", "b", "c"}, 2, 2 * cost("a", "v")},
-		{"max bytes evicts the first to go", Options[string]{MaxBytes: cost("a", "v") + 1, Size: size}, []string{"a", "b"}, 1, cost("b", "v")},
-		{"a large key counts", Options[string]{MaxBytes: cost(bigKey, "v") + 10, Size: size}, []string{"a", bigKey}, 1, cost(bigKey, "v")},
-		{"a key too large is not kept", Options[string]{MaxEntryBytes: cost("a", "v"), Size: size}, []string{"a", bigKey}, 1, cost("a", "v")},
-		{"without Size a key still counts: not kept", Options[string]{MaxEntryBytes: cost("a", "")}, []string{"a", strings.Repeat("b", 9)}, 1, cost("a", "")},
+		{"max entries evicts the first to go", Options[string]{Limits: Limits{MaxEntries: 2}, Size: size}, []string{"a", "b", "c"}, 2, 2 * cost("a", "v")},
+		{"max bytes evicts the first to go", Options[string]{Limits: Limits{MaxBytes: cost("a", "v") + 1}, Size: size}, []string{"a", "b"}, 1, cost("b", "v")},
+		{"a large key counts", Options[string]{Limits: Limits{MaxBytes: cost(bigKey, "v") + 10}, Size: size}, []string{"a", bigKey}, 1, cost(bigKey, "v")},
+		{"a key too large is not kept", Options[string]{Limits: Limits{MaxEntryBytes: cost("a", "v")}, Size: size}, []string{"a", bigKey}, 1, cost("a", "v")},
+		{"without Size a key still counts: not kept", Options[string]{Limits: Limits{MaxEntryBytes: cost("a", "")}}, []string{"a", strings.Repeat("b", 9)}, 1, cost("a", "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestGroup_LimitsCountKeysValuesAndOverhead(t *testing.T) {
 }
 
 func TestGroup_EvictsTheResultThatGoesFirst(t *testing.T) {
-	g, _ := newTestGroup(t, Options[string]{MaxEntries: 2})
+	g, _ := newTestGroup(t, Options[string]{Limits: Limits{MaxEntries: 2}})
 	// Eviction is per shard first: use three keys of one shard.
 	keys := sameShardKeys(g, 3)
 	long, short, added := keys[0], keys[1], keys[2]

@@ -37,7 +37,7 @@ type entry[V any] struct {
 	fresh  int64     // served as a hit before this (nanoseconds since the Group's epoch)
 	swrEnd int64     // served stale while refreshing before this
 	sieEnd int64     // served instead of an error before this
-	size   int64     // what it counts against Options.MaxBytes
+	size   int64     // what it counts against Limits.MaxBytes
 	index  int       // in the shard's heap; -1 when not held
 }
 

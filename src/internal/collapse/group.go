@@ -39,13 +39,14 @@ type Group[V any] struct {
 	bytes    atomic.Int64 // what they count, across shards
 }
 
-// EntryOverhead is what every result counts against Options.MaxBytes besides
+// EntryOverhead is what every result counts against Limits.MaxBytes besides
 // its key and value: the entry and its done channel as allocated, and its
 // slots in its shard's map and heap, for a value type of a pointer's size.
 // TestEntryOverhead_IsWhatTheHeapHolds checks it against the heap.
 var EntryOverhead = heapsize.Of(int(unsafe.Sizeof(entry[*byte]{}))) + heapsize.Chan + heapsize.IndexSlot
 
-// New returns a Group configured by opts.
+// New returns a Group configured by opts, whose Limits must be valid
+// (Limits.Validate).
 func New[V any](opts Options[V]) *Group[V] {
 	g := &Group[V]{
 		maxEntries:    int64(cmp.Or(opts.MaxEntries, DefaultMaxEntries)),

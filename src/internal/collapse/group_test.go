@@ -274,7 +274,7 @@ func TestGroup_MaxCallsQueuesWithinTheCallersWait(t *testing.T) {
 }
 
 func TestGroup_ConcurrentMixedKeys(t *testing.T) {
-	g := New(Options[string]{MaxEntries: 50, MaxCalls: 4})
+	g := New(Options[string]{Limits: Limits{MaxEntries: 50}, MaxCalls: 4})
 	opts := []*CallOptions{
 		{TTL: time.Millisecond},
 		{TTL: time.Microsecond, StaleWhileRevalidate: time.Millisecond},

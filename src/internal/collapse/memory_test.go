@@ -31,7 +31,7 @@ func TestEntryOverhead_IsWhatTheHeapHolds(t *testing.T) {
 			for i := range keys {
 				keys[i] = fmt.Sprintf("/pkg.Service/Method\x00key-%07d", i)
 			}
-			g := New(Options[*byte]{MaxEntries: n, MaxBytes: 1 << 40})
+			g := New(Options[*byte]{Limits: Limits{MaxEntries: n, MaxBytes: 1 << 40}})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			before := testkit.LiveHeap()

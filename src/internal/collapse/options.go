@@ -1,8 +1,11 @@
 package collapse
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Limits.
 const (
 	// DefaultMaxEntries bounds the number of results held.
 	DefaultMaxEntries = 10_000
@@ -14,18 +17,33 @@ const (
 	DefaultMaxEntryBytes = 1 << 20
 )
 
-// Options configures a Group. The zero value shares calls in flight, keeps
-// no result and runs any number of calls at once.
-type Options[V any] struct {
+// Limits bound the results a Group keeps. A zero field takes its default.
+type Limits struct {
 	// MaxEntries bounds the number of results held, fresh and stale
 	// (default DefaultMaxEntries).
 	MaxEntries int
 	// MaxBytes bounds the bytes held by results (default DefaultMaxBytes).
-	// A result counts its key, Size of its value and EntryOverhead.
+	// A result counts its key, Options.Size of its value and EntryOverhead.
 	MaxBytes int64
 	// MaxEntryBytes: a result counting more is not kept
 	// (default DefaultMaxEntryBytes).
 	MaxEntryBytes int64
+}
+
+// Validate reports a negative limit.
+func (l Limits) Validate() error {
+	if l.MaxEntries < 0 || l.MaxBytes < 0 || l.MaxEntryBytes < 0 {
+		return fmt.Errorf("collapse: a negative limit in %+v", l)
+	}
+	return nil
+}
+
+// Options configures a Group. The zero value shares calls in flight, keeps
+// no result (a result is kept for its CallOptions.TTL) and runs any number
+// of calls at once.
+type Options[V any] struct {
+	// Limits bound the results kept.
+	Limits
 	// Size reports the bytes a value holds. Nil counts every value as 0, so
 	// a result counts its key and EntryOverhead only.
 	Size func(V) int64
@@ -127,6 +145,6 @@ type Stats struct {
 	Waiters int
 	// Entries is the number of results held, fresh or stale.
 	Entries int
-	// Bytes is what those results count against Options.MaxBytes.
+	// Bytes is what those results count against Limits.MaxBytes.
 	Bytes int64
 }

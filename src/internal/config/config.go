@@ -42,20 +42,13 @@ type Settings struct {
 	// StaleWhileRevalidate and StaleIfError are the default rule's stale windows.
 	StaleWhileRevalidate time.Duration
 	StaleIfError         time.Duration
-	CacheMaxEntries      int
-	CacheMaxBytes        int64
-	// CacheMaxEntryBytes: larger results are shared in flight but not cached.
-	CacheMaxEntryBytes int64
-	// StreamMaxBytes and StreamMaxMessages bound the record of one replayed
-	// stream; StreamCacheMaxBytes the ended streams kept for replay.
-	StreamMaxBytes      int64
-	StreamMaxMessages   int
-	StreamCacheMaxBytes int64
-	BackendTimeout      time.Duration // the default rule's bound of each shared backend call
-	MaxBackendCalls     int           // shared backend calls running at once
-	ReceiveTimeout      time.Duration // how long a unary call may take to deliver its request
-	MaxRecvMsgBytes     int
-	MaxSendMsgBytes     int
+	Cache                collapse.Limits // the results kept (--cache-max-*)
+	Streams              replay.Limits   // each replayed stream's record and the ended ones kept (--stream-max-*)
+	BackendTimeout       time.Duration   // the default rule's bound of each shared backend call
+	MaxBackendCalls      int             // shared backend calls running at once
+	ReceiveTimeout       time.Duration   // how long a unary call may take to deliver its request
+	MaxRecvMsgBytes      int
+	MaxSendMsgBytes      int
 	// MaxConnections, MaxConcurrentStreams and MaxHeaderBytes bound what
 	// callers can make the server hold (see serverlimits).
 	MaxConnections       int
@@ -66,7 +59,7 @@ type Settings struct {
 	PrivateHeaders       []string // response headers that make a response private, besides set-cookie
 	// UnsafeShareAcrossCredentials drops credential headers from the key.
 	UnsafeShareAcrossCredentials bool
-	UnaryMethods                 []string // methods declared unary and collapsed by the operator
+	CollapseMethods              []string // methods declared unary and collapsed by the operator
 	DescriptorSet                string   // path of a FileDescriptorSet
 	Reflection                   bool     // learn method kinds from the backend
 	ShutdownTimeout              time.Duration
@@ -86,12 +79,16 @@ func Default() Settings {
 		PeerListen:           peers.DefaultListen,
 		DefaultCollapse:      policy.Auto,
 		CacheTTL:             policy.DefaultCacheTTL,
-		CacheMaxEntries:      collapse.DefaultMaxEntries,
-		CacheMaxBytes:        collapse.DefaultMaxBytes,
-		CacheMaxEntryBytes:   collapse.DefaultMaxEntryBytes,
-		StreamMaxBytes:       replay.DefaultMaxBytes,
-		StreamMaxMessages:    replay.DefaultMaxMessages,
-		StreamCacheMaxBytes:  replay.DefaultMaxHeldBytes,
+		Cache: collapse.Limits{
+			MaxEntries:    collapse.DefaultMaxEntries,
+			MaxBytes:      collapse.DefaultMaxBytes,
+			MaxEntryBytes: collapse.DefaultMaxEntryBytes,
+		},
+		Streams: replay.Limits{
+			MaxBytes:     replay.DefaultMaxBytes,
+			MaxMessages:  replay.DefaultMaxMessages,
+			MaxHeldBytes: replay.DefaultMaxHeldBytes,
+		},
 		BackendTimeout:       policy.DefaultTimeout,
 		MaxBackendCalls:      proxy.DefaultMaxBackendCalls,
 		ReceiveTimeout:       proxy.DefaultReceiveTimeout,
@@ -113,6 +110,11 @@ func Default() Settings {
 func Parse(args []string, getenv func(string) string, out io.Writer) (Settings, error) {
 	c := Default()
 	fs := flagSet(&c)
+	for former, now := range renamed {
+		fs.Func(former, "renamed --"+now, func(string) error {
+			return fmt.Errorf("renamed: use --%s (%s)", now, EnvName(now))
+		})
+	}
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
 		return Settings{}, err
 	}
@@ -120,6 +122,14 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Settings, 
 		return Settings{}, err
 	}
 	return c, c.validate()
+}
+
+// renamed maps the former name of a flag to its name now. A former name,
+// as a flag or a variable, is refused with an error naming the new one
+// rather than ignored.
+var renamed = map[string]string{
+	"stream-cache-max-bytes": "stream-max-held-bytes",
+	"unary-methods":          "collapse-methods",
 }
 
 // flagSet returns the sidecar's flags, each setting its field of c and
@@ -134,35 +144,95 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
 	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
 	fs.Var(collapseValue{&c.DefaultCollapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
-	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "how long a successful response is served from cache; 0: share calls in flight only")
-	fs.DurationVar(&c.StaleWhileRevalidate, "stale-while-revalidate", 0, "after the TTL, how long a response is served at once while one background call refreshes it")
-	fs.DurationVar(&c.StaleIfError, "stale-if-error", 0, "after the TTL, how long a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
-	fs.IntVar(&c.CacheMaxEntries, "cache-max-entries", c.CacheMaxEntries, "most responses held in the cache")
-	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", c.CacheMaxBytes, "most bytes held in the cache, counting what the Go heap holds for each entry: its key (request payload and headers), its response with metadata, and its overhead")
-	fs.Int64Var(&c.CacheMaxEntryBytes, "cache-max-entry-bytes", c.CacheMaxEntryBytes, "larger entries (key and response) are shared with waiting callers but not cached")
-	fs.Int64Var(&c.StreamMaxBytes, "stream-max-bytes", c.StreamMaxBytes, "most bytes the messages of one replayed stream's record hold (as allocated); past it no caller joins and the stream is not kept")
-	fs.IntVar(&c.StreamMaxMessages, "stream-max-messages", c.StreamMaxMessages, "most messages the record of one replayed stream holds; past it no caller joins and the stream is not kept")
-	fs.Int64Var(&c.StreamCacheMaxBytes, "stream-cache-max-bytes", c.StreamCacheMaxBytes, "most bytes of ended replayed streams kept to be replayed whole, counting what the Go heap holds for each: its key, metadata, messages and overhead")
-	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
-	fs.IntVar(&c.MaxBackendCalls, "max-backend-calls", c.MaxBackendCalls, "most shared backend calls running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
-	fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", c.ReceiveTimeout, "how long a collapsed call may take to deliver its request message")
-	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", c.MaxRecvMsgBytes, "largest request (and backend response) accepted; larger ones fail with RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.MaxSendMsgBytes, "max-send-msg-bytes", c.MaxSendMsgBytes, "largest message sent; larger ones fail with RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most caller connections served at once; more wait to be accepted")
-	fs.UintVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most calls open at once on one connection")
-	fs.UintVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header list (method name and metadata) accepted")
+	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
+	fs.DurationVar(&c.StaleWhileRevalidate, "stale-while-revalidate", 0, "`duration` after the TTL a response is served at once while one background call refreshes it")
+	fs.DurationVar(&c.StaleIfError, "stale-if-error", 0, "`duration` after the TTL a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
+	fs.IntVar(&c.Cache.MaxEntries, "cache-max-entries", c.Cache.MaxEntries, "most `responses` held in the cache")
+	fs.Int64Var(&c.Cache.MaxBytes, "cache-max-bytes", c.Cache.MaxBytes, "most `bytes` held in the cache, counting what the Go heap holds for each entry: its key (request payload and headers), its response with metadata, and its overhead")
+	fs.Int64Var(&c.Cache.MaxEntryBytes, "cache-max-entry-bytes", c.Cache.MaxEntryBytes, "`bytes`: larger entries (key and response) are shared with waiting callers but not cached")
+	fs.Int64Var(&c.Streams.MaxBytes, "stream-max-bytes", c.Streams.MaxBytes, "most `bytes` the messages of one replayed stream's record hold (as allocated); past it no caller joins and the stream is not kept")
+	fs.IntVar(&c.Streams.MaxMessages, "stream-max-messages", c.Streams.MaxMessages, "most `messages` the record of one replayed stream holds; past it no caller joins and the stream is not kept")
+	fs.Int64Var(&c.Streams.MaxHeldBytes, "stream-max-held-bytes", c.Streams.MaxHeldBytes, "most `bytes` of ended replayed streams kept to be replayed whole, counting what the Go heap holds for each: its key, metadata, messages and overhead")
+	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "`duration` bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
+	fs.IntVar(&c.MaxBackendCalls, "max-backend-calls", c.MaxBackendCalls, "most shared backend `calls` running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
+	fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", c.ReceiveTimeout, "`duration` a collapsed call may take to deliver its request message")
+	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", c.MaxRecvMsgBytes, "largest request (and backend response) accepted, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxSendMsgBytes, "max-send-msg-bytes", c.MaxSendMsgBytes, "largest message sent, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most caller `connections` served at once; more wait to be accepted")
+	fs.UintVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most `calls` open at once on one connection")
+	fs.UintVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header list (method name and metadata) accepted, in `bytes`")
 	fs.Var(listValue{&c.KeyHeaders}, "key-headers", "comma-separated `headers` that make up the key (credentials and :authority are always added); empty: every header but the ignored ones")
 	fs.Var(listValue{&c.IgnoreHeaders}, "ignore-headers", "comma-separated `headers` left out of the key, in addition to the built-in transport and tracing headers")
 	fs.Var(listValue{&c.PrivateHeaders}, "private-headers", "comma-separated response `headers` that make a response private (sent only to its own caller, never cached), besides set-cookie")
 	fs.BoolVar(&c.UnsafeShareAcrossCredentials, "unsafe-share-across-credentials", false, "UNSAFE: leave authorization, cookie and other credentials out of the key, so callers with different credentials share responses")
-	fs.Var(listValue{&c.UnaryMethods}, "unary-methods", "comma-separated `methods` (/pkg.Service/Method) to treat as unary and collapse, whatever their idempotency_level")
+	fs.Var(listValue{&c.CollapseMethods}, "collapse-methods", "comma-separated `methods` (/pkg.Service/Method) to treat as unary and collapse, whatever their idempotency_level")
 	fs.StringVar(&c.DescriptorSet, "descriptor-set", "", "`path` of a FileDescriptorSet (protoc --descriptor_set_out) naming the backend's methods")
 	fs.BoolVar(&c.Reflection, "reflection", c.Reflection, "learn method kinds from the backend's server reflection")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long calls in flight may take to finish after SIGTERM")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "`duration` calls in flight may take to finish after SIGTERM")
 	fs.Int64Var(&c.MemoryLimit, "memory-limit", 0, "the container's memory limit in `bytes` (the chart passes it): the Go runtime's soft memory limit is 90% of it unless GOMEMLIMIT is set; 0: none")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: json or text")
+
+	bound(fs, 0, math.Inf(1), "must not be negative", "cache-ttl", "stale-while-revalidate", "stale-if-error", "shutdown-timeout", "memory-limit")
+	bound(fs, 1, math.Inf(1), "must be positive",
+		"cache-max-entries", "cache-max-bytes", "cache-max-entry-bytes",
+		"stream-max-bytes", "stream-max-messages", "stream-max-held-bytes",
+		"backend-timeout", "max-backend-calls", "receive-timeout",
+		"max-recv-msg-bytes", "max-send-msg-bytes", "max-connections")
+	bound(fs, 1, math.MaxUint32, "must be in [1, 4294967295]", "max-concurrent-streams")
+	bound(fs, 1024, math.MaxUint32, "must be in [1024, 4294967295]", "max-header-bytes")
 	return fs
+}
+
+// bound makes each named flag of fs refuse a value its type parses but that
+// lies outside [lo, hi]: the value must meet, in those words. The range is
+// checked where a value is read, so the flag package and envflag name the
+// flag or variable that gave it.
+func bound(fs *flag.FlagSet, lo, hi float64, must string, names ...string) {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		f.Value = &bounded{Getter: f.Value.(flag.Getter), lo: lo, hi: hi, must: must}
+	}
+}
+
+// bounded is a numeric flag (int, int64, uint or time.Duration) whose
+// value must lie in [lo, hi].
+type bounded struct {
+	flag.Getter
+	lo, hi float64
+	must   string
+}
+
+func (b *bounded) Set(s string) error {
+	if err := b.Getter.Set(s); err != nil {
+		return err
+	}
+	var v float64
+	switch n := b.Get().(type) {
+	case int:
+		v = float64(n)
+	case int64:
+		v = float64(n)
+	case uint:
+		v = float64(n)
+	case time.Duration:
+		v = float64(n)
+	default:
+		return fmt.Errorf("config: a bound on a %T flag", n)
+	}
+	if v < b.lo || v > b.hi {
+		return errors.New(b.must)
+	}
+	return nil
+}
+
+// String returns the value, or "" for the zero bounded the flag package
+// makes to tell whether a default is its type's zero.
+func (b *bounded) String() string {
+	if b == nil || b.Getter == nil {
+		return ""
+	}
+	return b.Getter.String()
 }
 
 // EnvName returns the environment variable read for a flag.
@@ -170,7 +240,8 @@ func EnvName(flagName string) string {
 	return envflag.Name(EnvPrefix, flagName)
 }
 
-// validate checks ranges and formats that the flag types do not.
+// validate checks what no single flag can: addresses, the log format, and
+// the memory limit against the caches. Each flag checks its own range (bound).
 func (c Settings) validate() error {
 	var errs []error
 	check := func(ok bool, flagName, format string, args ...any) {
@@ -182,28 +253,9 @@ func (c Settings) validate() error {
 		_, _, err := net.SplitHostPort(a.addr)
 		check(err == nil, a.flag, "%q is not host:port", a.addr)
 	}
-	check(c.CacheTTL >= 0, "cache-ttl", "must not be negative, got %v", c.CacheTTL)
-	check(c.StaleWhileRevalidate >= 0, "stale-while-revalidate", "must not be negative, got %v", c.StaleWhileRevalidate)
-	check(c.StaleIfError >= 0, "stale-if-error", "must not be negative, got %v", c.StaleIfError)
-	check(c.CacheMaxEntries > 0, "cache-max-entries", "must be positive, got %d", c.CacheMaxEntries)
-	check(c.CacheMaxBytes > 0, "cache-max-bytes", "must be positive, got %d", c.CacheMaxBytes)
-	check(c.CacheMaxEntryBytes > 0, "cache-max-entry-bytes", "must be positive, got %d", c.CacheMaxEntryBytes)
-	check(c.StreamMaxBytes > 0, "stream-max-bytes", "must be positive, got %d", c.StreamMaxBytes)
-	check(c.StreamMaxMessages > 0, "stream-max-messages", "must be positive, got %d", c.StreamMaxMessages)
-	check(c.StreamCacheMaxBytes > 0, "stream-cache-max-bytes", "must be positive, got %d", c.StreamCacheMaxBytes)
-	check(c.BackendTimeout > 0, "backend-timeout", "must be positive, got %v", c.BackendTimeout)
-	check(c.MaxRecvMsgBytes > 0, "max-recv-msg-bytes", "must be positive, got %d", c.MaxRecvMsgBytes)
-	check(c.MaxSendMsgBytes > 0, "max-send-msg-bytes", "must be positive, got %d", c.MaxSendMsgBytes)
-	check(c.MaxBackendCalls > 0, "max-backend-calls", "must be positive, got %d", c.MaxBackendCalls)
-	check(c.ReceiveTimeout > 0, "receive-timeout", "must be positive, got %v", c.ReceiveTimeout)
-	check(c.MaxConnections > 0, "max-connections", "must be positive, got %d", c.MaxConnections)
-	check(c.MaxConcurrentStreams > 0 && c.MaxConcurrentStreams <= math.MaxUint32, "max-concurrent-streams", "must be in [1, %d], got %d", uint32(math.MaxUint32), c.MaxConcurrentStreams)
-	check(c.MaxHeaderBytes >= 1024 && c.MaxHeaderBytes <= math.MaxUint32, "max-header-bytes", "must be in [1024, %d], got %d", uint32(math.MaxUint32), c.MaxHeaderBytes)
-	check(c.MemoryLimit >= 0, "memory-limit", "must not be negative, got %d", c.MemoryLimit)
-	caches := c.CacheMaxBytes + c.StreamCacheMaxBytes
-	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-cache-max-bytes = %d",
+	caches := c.Cache.MaxBytes + c.Streams.MaxHeldBytes
+	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
-	check(c.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", c.ShutdownTimeout)
 	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format", "must be json or text, got %q", c.LogFormat)
 	return errors.Join(errs...)
 }

@@ -34,7 +34,7 @@ func TestParse_EnvironmentAndFlags(t *testing.T) {
 		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "true",
 		"COLLAPSER_LOG_LEVEL":                       "debug",
 	}
-	got, err := Parse([]string{"--backend", "localhost:7000", "--unary-methods=/a.B/C,/a.B/D"}, testkit.Env(vars), io.Discard)
+	got, err := Parse([]string{"--backend", "localhost:7000", "--collapse-methods=/a.B/C,/a.B/D"}, testkit.Env(vars), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestParse_EnvironmentAndFlags(t *testing.T) {
 	want.KeyHeaders = []string{"x-tenant", "x-locale"}
 	want.UnsafeShareAcrossCredentials = true
 	want.LogLevel = slog.LevelDebug
-	want.UnaryMethods = []string{"/a.B/C", "/a.B/D"}
+	want.CollapseMethods = []string{"/a.B/C", "/a.B/D"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse() =\n%+v\nwant\n%+v", got, want)
 	}
@@ -58,17 +58,22 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		want string
 	}{
 		{"unparsable env duration", nil, map[string]string{"COLLAPSER_CACHE_TTL": "soon"}, `COLLAPSER_CACHE_TTL="soon"`},
-		{"negative env ttl", nil, map[string]string{"COLLAPSER_CACHE_TTL": "-1s"}, "COLLAPSER_CACHE_TTL"},
+		{"negative env ttl", nil, map[string]string{"COLLAPSER_CACHE_TTL": "-1s"}, `COLLAPSER_CACHE_TTL="-1s": must not be negative`},
 		{"bad env integer", nil, map[string]string{"COLLAPSER_CACHE_MAX_ENTRIES": "many"}, "COLLAPSER_CACHE_MAX_ENTRIES"},
-		{"zero entries flag", []string{"--cache-max-entries=0"}, nil, "--cache-max-entries"},
+		{"zero entries flag", []string{"--cache-max-entries=0"}, nil, `invalid value "0" for flag -cache-max-entries: must be positive`},
+		{"zero entries env", nil, map[string]string{"COLLAPSER_CACHE_MAX_ENTRIES": "0"}, `COLLAPSER_CACHE_MAX_ENTRIES="0": must be positive`},
+		{"too many streams", []string{"--max-concurrent-streams=4294967296"}, nil, "-max-concurrent-streams: must be in [1, 4294967295]"},
+		{"small header list", nil, map[string]string{"COLLAPSER_MAX_HEADER_BYTES": "1023"}, "COLLAPSER_MAX_HEADER_BYTES=\"1023\": must be in [1024, 4294967295]"},
+		{"former flag name", []string{"--unary-methods=/a.B/C"}, nil, "renamed: use --collapse-methods (COLLAPSER_COLLAPSE_METHODS)"},
+		{"former variable name", nil, map[string]string{"COLLAPSER_STREAM_CACHE_MAX_BYTES": "1"}, "COLLAPSER_STREAM_CACHE_MAX_BYTES=\"1\": renamed: use --stream-max-held-bytes"},
 		{"bad address", nil, map[string]string{"COLLAPSER_LISTEN": "50052"}, "COLLAPSER_LISTEN"},
 		{"bad bool", nil, map[string]string{"COLLAPSER_REFLECTION": "maybe"}, "COLLAPSER_REFLECTION"},
 		{"bad log level", nil, map[string]string{"COLLAPSER_LOG_LEVEL": "loud"}, "COLLAPSER_LOG_LEVEL"},
 		{"bad log format", []string{"--log-format=xml"}, nil, "--log-format"},
-		{"zero backend timeout", []string{"--backend-timeout=0s"}, nil, "--backend-timeout"},
+		{"zero backend timeout", []string{"--backend-timeout=0s"}, nil, "-backend-timeout: must be positive"},
 		{"negative memory limit", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "-1"}, "COLLAPSER_MEMORY_LIMIT"},
 		// 128 MiB: a Go heap of 115.2 MiB, less than the default caches' 128 MiB.
-		{"memory limit below the caches", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "134217728"}, "--cache-max-bytes + --stream-cache-max-bytes = 134217728"},
+		{"memory limit below the caches", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "134217728"}, "--cache-max-bytes + --stream-max-held-bytes = 134217728"},
 		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 	}

@@ -161,7 +161,7 @@ func (r *Resolver) Run(ctx context.Context) {
 			if err != nil && !noReflectionLogged {
 				noReflectionLogged = true
 				r.logger.Warn("method kinds cannot be learned: "+err.Error(), "hint",
-					"enable server reflection on the backend, or set COLLAPSER_UNARY_METHODS or COLLAPSER_DESCRIPTOR_SET")
+					"enable server reflection on the backend, or set COLLAPSER_COLLAPSE_METHODS or COLLAPSER_DESCRIPTOR_SET")
 			}
 			retrying = false
 			retry = firstRetryDelay

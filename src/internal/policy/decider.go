@@ -81,12 +81,12 @@ func (d *Decider) explain(p *Policy, method string, r Rule) {
 	}
 	if r.Reason == ReasonUnknownKind {
 		d.logger.Warn("method kind unknown: its calls pass through without collapsing", "method", name,
-			"hint", "to collapse it, enable server reflection on the backend, or list it in COLLAPSER_UNARY_METHODS, "+
+			"hint", "to collapse it, enable server reflection on the backend, or list it in COLLAPSER_COLLAPSE_METHODS, "+
 				"or point COLLAPSER_DESCRIPTOR_SET at a FileDescriptorSet")
 		return
 	}
 	hint := fmt.Sprintf("if it has no side effects, annotate it with option idempotency_level = NO_SIDE_EFFECTS, "+
-		"or set COLLAPSER_UNARY_METHODS=%s, or COLLAPSER_DEFAULT_COLLAPSE=all to collapse every unary method", name)
+		"or set COLLAPSER_COLLAPSE_METHODS=%s, or COLLAPSER_DEFAULT_COLLAPSE=all to collapse every unary method", name)
 	if p.File() != "" {
 		hint = fmt.Sprintf("if it has no side effects, add to %s under methods: \"- {name: %s, collapse: true}\", "+
 			"or annotate it with option idempotency_level = NO_SIDE_EFFECTS", p.File(), name)

@@ -142,7 +142,7 @@ type Defaults struct {
 	// Timeout bounds each shared backend call; it must be positive.
 	Timeout time.Duration
 	// CollapseMethods are collapsed as if the policy named each with
-	// collapse: true (COLLAPSER_UNARY_METHODS); an entry of the file for
+	// collapse: true (COLLAPSER_COLLAPSE_METHODS); an entry of the file for
 	// one of them still wins.
 	CollapseMethods []string
 	// CollapseMethodsSource names where CollapseMethods came from, for Rule.Source.

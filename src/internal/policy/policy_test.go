@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // defaults are the operator defaults of these tests.
-var defaults = Defaults{CacheTTL: DefaultCacheTTL, Timeout: DefaultTimeout, CollapseMethodsSource: "COLLAPSER_UNARY_METHODS"}
+var defaults = Defaults{CacheTTL: DefaultCacheTTL, Timeout: DefaultTimeout, CollapseMethodsSource: "COLLAPSER_COLLAPSE_METHODS"}
 
 var (
 	unannotated   = methodkind.Method{Kind: methodkind.Unary}
@@ -132,7 +132,7 @@ methods:
     collapse: false
   - name: /a.B/Inherits
 `)
-	if got := describe(p.Rule("/a.B/Listed", unannotated)); got != (want{Collapse, "", DefaultCacheTTL, "COLLAPSER_UNARY_METHODS"}) {
+	if got := describe(p.Rule("/a.B/Listed", unannotated)); got != (want{Collapse, "", DefaultCacheTTL, "COLLAPSER_COLLAPSE_METHODS"}) {
 		t.Errorf("listed method: %+v", got)
 	}
 	if got := describe(p.Rule("/a.B/Overridden", unannotated)); got.action != Passthrough {
@@ -228,7 +228,7 @@ func TestNew_RejectsBadDefaults(t *testing.T) {
 	}
 	d := defaults
 	d.CollapseMethods = []string{"SayHello"}
-	if _, err := New(d, "", nil); err == nil || !strings.Contains(err.Error(), `COLLAPSER_UNARY_METHODS[0] "SayHello"`) {
+	if _, err := New(d, "", nil); err == nil || !strings.Contains(err.Error(), `COLLAPSER_COLLAPSE_METHODS[0] "SayHello"`) {
 		t.Errorf("bad method: err = %v", err)
 	}
 }

@@ -150,7 +150,7 @@ func TestDecider_ExplainsEachPassedThroughMethodOnce(t *testing.T) {
 		t.Errorf("unannotated method logged %d times, want once", n)
 	}
 	if n := logs.Count(slog.LevelWarn, "unary method passes through", "hint", "if it has no side effects, annotate it with option idempotency_level = NO_SIDE_EFFECTS, "+
-		"or set COLLAPSER_UNARY_METHODS=/a.B/Create, or COLLAPSER_DEFAULT_COLLAPSE=all to collapse every unary method"); n != 1 {
+		"or set COLLAPSER_COLLAPSE_METHODS=/a.B/Create, or COLLAPSER_DEFAULT_COLLAPSE=all to collapse every unary method"); n != 1 {
 		t.Errorf("hint names the variable %d times, want once", n)
 	}
 	if n := logs.Count(slog.LevelWarn, "method kind unknown", "method", "/x.Y/Unknown"); n != 1 {

@@ -101,17 +101,11 @@ type Options struct {
 	Rules Rules
 	// KeyRule derives the collapse key of a unary request.
 	KeyRule *requestkey.Rule
-	// Cache bounds the results held (see collapse.Options; zero fields take
-	// collapse's defaults).
-	CacheMaxEntries    int
-	CacheMaxBytes      int64
-	CacheMaxEntryBytes int64
-	// Streams bounds the records of replayed streams (see replay.Options;
-	// zero fields take replay's defaults): each record's messages, and the
-	// ended streams kept for replay.
-	StreamMaxBytes     int64
-	StreamMaxMessages  int
-	StreamMaxHeldBytes int64
+	// Cache bounds the results held; zero fields take collapse's defaults.
+	Cache collapse.Limits
+	// Streams bounds the records of replayed streams, each and all those
+	// kept for replay; zero fields take replay's defaults.
+	Streams replay.Limits
 	// MaxBackendCalls bounds the shared backend calls running at once
 	// (default DefaultMaxBackendCalls): one more waits within its timeout
 	// and while a caller waits for it, then fails with RESOURCE_EXHAUSTED.
@@ -169,13 +163,14 @@ func New(o Options) (*Proxy, error) {
 	case o.KeyRule == nil:
 		return nil, errors.New("proxy: Options.KeyRule is required")
 	}
+	if err := errors.Join(o.Cache.Validate(), o.Streams.Validate()); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	for _, c := range []struct {
 		name string
 		v    int64
 	}{
-		{"CacheMaxEntries", int64(o.CacheMaxEntries)}, {"CacheMaxBytes", o.CacheMaxBytes}, {"CacheMaxEntryBytes", o.CacheMaxEntryBytes},
 		{"MaxBackendCalls", int64(o.MaxBackendCalls)}, {"ReceiveTimeout", int64(o.ReceiveTimeout)},
-		{"StreamMaxBytes", o.StreamMaxBytes}, {"StreamMaxMessages", int64(o.StreamMaxMessages)}, {"StreamMaxHeldBytes", o.StreamMaxHeldBytes},
 		{"MaxRecvMsgBytes", int64(o.MaxRecvMsgBytes)}, {"MaxSendMsgBytes", int64(o.MaxSendMsgBytes)},
 	} {
 		if c.v < 0 {
@@ -209,18 +204,14 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{}, mark: p.served}
 	p.group = collapse.New(collapse.Options[*Response]{
-		MaxEntries:    o.CacheMaxEntries,
-		MaxBytes:      o.CacheMaxBytes,
-		MaxEntryBytes: o.CacheMaxEntryBytes,
-		Size:          responseSize,
-		Private:       func(r *Response) bool { return r != nil && r.Private },
-		MaxCalls:      cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
+		Limits:   o.Cache,
+		Size:     responseSize,
+		Private:  func(r *Response) bool { return r != nil && r.Private },
+		MaxCalls: cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
 	})
 	p.streams = replay.New(replay.Options{
-		MaxBytes:     o.StreamMaxBytes,
-		MaxMessages:  o.StreamMaxMessages,
-		MaxHeldBytes: o.StreamMaxHeldBytes,
-		Private:      p.private.privateIn,
+		Limits:  o.Streams,
+		Private: p.private.privateIn,
 	})
 	if p.observer == nil {
 		p.observer = nopObserver{}

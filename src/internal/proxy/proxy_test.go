@@ -40,7 +40,8 @@ func TestNew_RejectsIncompleteOptions(t *testing.T) {
 		"negative max recv":       {func(o *proxy.Options) { o.MaxRecvMsgBytes = -1 }, "Options.MaxRecvMsgBytes -1 is negative"},
 		"negative max send":       {func(o *proxy.Options) { o.MaxSendMsgBytes = -1 }, "Options.MaxSendMsgBytes -1 is negative"},
 		"negative backend calls":  {func(o *proxy.Options) { o.MaxBackendCalls = -1 }, "Options.MaxBackendCalls -1 is negative"},
-		"negative cache bytes":    {func(o *proxy.Options) { o.CacheMaxBytes = -1 }, "Options.CacheMaxBytes -1 is negative"},
+		"negative cache bytes":    {func(o *proxy.Options) { o.Cache.MaxBytes = -1 }, "collapse: a negative limit in {MaxEntries:0 MaxBytes:-1"},
+		"negative stream bytes":   {func(o *proxy.Options) { o.Streams.MaxHeldBytes = -1 }, "replay: a negative limit in {MaxBytes:0 MaxMessages:0 MaxHeldBytes:-1}"},
 		"bad private header name": {func(o *proxy.Options) { o.PrivateHeaders = []string{"x-user;id"} }, `PrivateHeaders[0] "x-user;id"`},
 	}
 	for name, tt := range tests {

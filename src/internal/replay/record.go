@@ -128,7 +128,7 @@ func (r *record) end(trailer metadata.MD, err error) {
 	r.streams.finish(r)
 }
 
-// size is what a kept record counts against Options.MaxHeldBytes: what it
+// size is what a kept record counts against Limits.MaxHeldBytes: what it
 // holds as allocated, its messages' arrays and the array of their slices
 // at their capacity. The caller holds r.mu.
 func (r *record) size() int64 {

@@ -10,11 +10,11 @@
 // what the record still holds is ended with ErrBehind, and the others go on.
 //
 // Bounds, each where the bytes are taken: a record holds at most
-// Options.MaxBytes and Options.MaxMessages of messages. Past them it keeps
+// Limits.MaxBytes and Limits.MaxMessages of messages. Past them it keeps
 // only the newest within the bounds, takes no new reader (a caller then
 // makes a stream of its own, Own) and is not kept after its end. A stream
 // that ended well within them is kept for its TTL and replayed whole to the
-// callers of that time, within Options.MaxHeldBytes over all kept streams.
+// callers of that time, within Limits.MaxHeldBytes over all kept streams.
 // When the last reader of a live record leaves, the upstream is cancelled:
 // an endless stream nobody reads ends.
 //
@@ -25,11 +25,12 @@ package replay
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/metadata"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Limits.
 const (
 	// DefaultMaxBytes bounds the message bytes one record holds.
 	DefaultMaxBytes = 4 << 20
@@ -47,8 +48,8 @@ var ErrBehind = errors.New("replay: the reader fell behind what the record holds
 // is private (Options.Private): the follower must make a stream of its own.
 var ErrPrivate = errors.New("replay: the stream's header is private")
 
-// Options configures Streams. The zero value takes the defaults.
-type Options struct {
+// Limits bound what Streams hold. A zero field takes its default.
+type Limits struct {
 	// MaxBytes and MaxMessages bound one record (default DefaultMaxBytes,
 	// DefaultMaxMessages).
 	MaxBytes    int64
@@ -56,6 +57,20 @@ type Options struct {
 	// MaxHeldBytes bounds the ended streams kept for replay, counting their
 	// keys, header, messages and trailer (default DefaultMaxHeldBytes).
 	MaxHeldBytes int64
+}
+
+// Validate reports a negative limit.
+func (l Limits) Validate() error {
+	if l.MaxBytes < 0 || l.MaxMessages < 0 || l.MaxHeldBytes < 0 {
+		return fmt.Errorf("replay: a negative limit in %+v", l)
+	}
+	return nil
+}
+
+// Options configures Streams. The zero value takes the defaults.
+type Options struct {
+	// Limits bound each record and the records kept.
+	Limits
 	// Private reports whether a header or trailer makes a stream private:
 	// it goes only to the caller that started it and is not kept. Nil: no
 	// stream is private.

@@ -233,7 +233,7 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 }
 
 func TestStreams_OutgrownRecordTakesNoNewReaderAndIsNotKept(t *testing.T) {
-	s := New(Options{MaxMessages: 10})
+	s := New(Options{Limits: Limits{MaxMessages: 10}})
 	src := newSource(nil)
 	holder, _ := s.Join("k", time.Hour, src.open) // keeps the record live while it reads nothing
 	defer holder.Close()
@@ -255,7 +255,7 @@ func TestStreams_OutgrownRecordTakesNoNewReaderAndIsNotKept(t *testing.T) {
 }
 
 func TestStreams_AReaderThatStopsDoesNotDelayTheOthersAndFallsBehind(t *testing.T) {
-	s := New(Options{MaxMessages: 5})
+	s := New(Options{Limits: Limits{MaxMessages: 5}})
 	src := newSource(nil)
 	stalled, _ := s.Join("k", 0, src.open)
 	defer stalled.Close()
@@ -327,7 +327,7 @@ func TestStreams_PrivateHeaderGoesOnlyToTheLeader(t *testing.T) {
 }
 
 func TestStreams_ConcurrentReadersJoinAndLeave(t *testing.T) {
-	s := New(Options{MaxMessages: 50})
+	s := New(Options{Limits: Limits{MaxMessages: 50}})
 	src := newSource(nil)
 	var wg sync.WaitGroup
 	for i := range 20 {

@@ -26,7 +26,8 @@ type Streams struct {
 	heldBytes int64                    // what they count; guarded by mu
 }
 
-// New returns Streams configured by o.
+// New returns Streams configured by o, whose Limits must be valid
+// (Limits.Validate).
 func New(o Options) *Streams {
 	return &Streams{
 		maxBytes:     cmp.Or(o.MaxBytes, DefaultMaxBytes),

@@ -205,7 +205,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 	for _, method := range []string{sayHello, chat} { // collapsed, passed through
 		t.Run(method, func(t *testing.T) {
 			backend := &chatHolder{}
-			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.UnaryMethods = []string{sayHello} })
+			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 			okCall(t, sc.addr)
 			goroutines, heap, rss := runtime.NumGoroutine(), heapInUse(), rssKiB(t)
 			c := dialRaw(t, sc.addr)
@@ -289,7 +289,7 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 	backend := &countingBackend{gate: make(chan struct{})}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.BackendTimeout = time.Hour
-		c.UnaryMethods = []string{sayHello}
+		c.CollapseMethods = []string{sayHello}
 	})
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
@@ -324,7 +324,7 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	const requests, payload, limit = 400, 1 << 20, 1 << 20
 	sc := startSidecar(t, startBackend(t, &countingBackend{}), func(c *config.Settings) {
-		c.CacheMaxBytes = limit
+		c.Cache.MaxBytes = limit
 		c.CacheTTL = time.Hour
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))

@@ -35,7 +35,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = 0
 		c.BackendTimeout = time.Hour // the gate ends the call, however long the burst takes to gather
-		c.UnaryMethods = []string{sayHello}
+		c.CollapseMethods = []string{sayHello}
 	})
 	// The callers come over several connections, as from many clients:
 	// one connection carries at most max-concurrent-streams calls at once.
@@ -107,7 +107,7 @@ func sustained(t testing.TB, r steady) steadyResult {
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = r.ttl
 		c.StaleWhileRevalidate = r.swr
-		c.UnaryMethods = []string{sayHello}
+		c.CollapseMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx, cancel := context.WithTimeout(context.Background(), r.duration)
@@ -251,7 +251,7 @@ func flat(t testing.TB, rounds, perRound int) (g0, g1 int, h0, h1 uint64) {
 	backend := &countingBackend{latency: time.Millisecond}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = 20 * time.Millisecond
-		c.UnaryMethods = []string{sayHello}
+		c.CollapseMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*testkit.DefaultTimeout)

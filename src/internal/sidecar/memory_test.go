@@ -251,5 +251,5 @@ func BenchmarkLoadHeld(b *testing.B) {
 
 // cacheMaxBytes returns an edit that bounds the result cache to n bytes.
 func cacheMaxBytes(n int64) func(*config.Settings) {
-	return func(c *config.Settings) { c.CacheMaxBytes = n }
+	return func(c *config.Settings) { c.Cache.MaxBytes = n }
 }

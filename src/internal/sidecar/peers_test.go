@@ -35,7 +35,7 @@ func startReplicas(t *testing.T, n int, peered bool, newBackend func() *counting
 		backends[i] = newBackend()
 		addrs[i] = startBackend(t, backends[i])
 	}
-	rs := startSidecars(t, addrs, peered, func(c *config.Settings) { c.UnaryMethods = []string{sayHello} })
+	rs := startSidecars(t, addrs, peered, func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 	for i, r := range rs {
 		r.backend = backends[i]
 	}

@@ -116,7 +116,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
 		DescriptorSetPath: cfg.DescriptorSet,
-		UnaryMethods:      cfg.UnaryMethods,
+		UnaryMethods:      cfg.CollapseMethods,
 		Logger:            logger,
 	})
 	if err != nil {
@@ -142,8 +142,8 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		StaleWhileRevalidate:  cfg.StaleWhileRevalidate,
 		StaleIfError:          cfg.StaleIfError,
 		Timeout:               cfg.BackendTimeout,
-		CollapseMethods:       cfg.UnaryMethods,
-		CollapseMethodsSource: config.EnvName("unary-methods"),
+		CollapseMethods:       cfg.CollapseMethods,
+		CollapseMethodsSource: config.EnvName("collapse-methods"),
 	}, cfg.PolicyFile, logger, observer)
 	if err != nil {
 		return nil, err
@@ -154,23 +154,19 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		peerCC = peerConn
 	}
 	p, err = proxy.New(proxy.Options{
-		Backend:            backend,
-		Peers:              peerCC,
-		Rules:              decider,
-		KeyRule:            rule,
-		CacheMaxEntries:    cfg.CacheMaxEntries,
-		CacheMaxBytes:      cfg.CacheMaxBytes,
-		CacheMaxEntryBytes: cfg.CacheMaxEntryBytes,
-		StreamMaxBytes:     cfg.StreamMaxBytes,
-		StreamMaxMessages:  cfg.StreamMaxMessages,
-		StreamMaxHeldBytes: cfg.StreamCacheMaxBytes,
-		MaxBackendCalls:    cfg.MaxBackendCalls,
-		PrivateHeaders:     cfg.PrivateHeaders,
-		ReceiveTimeout:     cfg.ReceiveTimeout,
-		MaxRecvMsgBytes:    cfg.MaxRecvMsgBytes,
-		MaxSendMsgBytes:    cfg.MaxSendMsgBytes,
-		Observer:           observer,
-		Logger:             logger,
+		Backend:         backend,
+		Peers:           peerCC,
+		Rules:           decider,
+		KeyRule:         rule,
+		Cache:           cfg.Cache,
+		Streams:         cfg.Streams,
+		MaxBackendCalls: cfg.MaxBackendCalls,
+		PrivateHeaders:  cfg.PrivateHeaders,
+		ReceiveTimeout:  cfg.ReceiveTimeout,
+		MaxRecvMsgBytes: cfg.MaxRecvMsgBytes,
+		MaxSendMsgBytes: cfg.MaxSendMsgBytes,
+		Observer:        observer,
+		Logger:          logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)

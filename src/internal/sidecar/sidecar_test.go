@@ -66,7 +66,7 @@ func TestSidecar_HealthFollowsBackend(t *testing.T) {
 
 func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 	backend := &countingBackend{gate: make(chan struct{})}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.UnaryMethods = []string{sayHello} })
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	replied := make(chan error, 1)
 	go func() {

@@ -26,7 +26,7 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 		c.CacheTTL = ttl
 		c.StaleWhileRevalidate = time.Minute
 		c.BackendTimeout = time.Hour // the gate ends the refresh, however long the callers take
-		c.UnaryMethods = []string{sayHello}
+		c.CollapseMethods = []string{sayHello}
 	})
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
@@ -76,7 +76,7 @@ func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar,
 		c.CacheTTL = ttl
 		c.StaleIfError = window
 		c.BackendTimeout = 500 * time.Millisecond
-		c.UnaryMethods = []string{sayHello}
+		c.CollapseMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	good, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"})

@@ -63,7 +63,7 @@ func streamsPanels(l *layout) []cog.Builder[dashboard.Panel] {
 		graph(47, "Recorded stream bytes", l.at(18, 4, 6, 8), units.BytesIEC).
 			Description(`Bytes the records of replayed streams hold as allocated (kept records whole, live records' ` +
 				`messages), per sidecar instance; bounded per stream by COLLAPSER_STREAM_MAX_BYTES and for ` +
-				`the kept ones by COLLAPSER_STREAM_CACHE_MAX_BYTES.`).
+				`the kept ones by COLLAPSER_STREAM_MAX_HELD_BYTES.`).
 			Targets(queries(
 				series(`sum by (instance) (collapser_stream_recorded_bytes)`, "{{instance}}"),
 			)),
