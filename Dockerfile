@@ -1,8 +1,10 @@
 # Images for collapser: one final target per binary, each FROM scratch.
 #
-#   docker build --target collapser     -t collapser/collapser:0.1.0 .
-#   docker build --target hello-backend -t collapser/hello-backend:0.1.0 .
-#   docker build --target democlient    -t collapser/democlient:0.1.0 .
+#   version=$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' charts/collapser/Chart.yaml)
+#   docker build --target collapser --build-arg VERSION=$version -t collapser/collapser:$version .
+#
+# (hello-backend and democlient alike). scripts/images.sh builds all three, tagged and
+# labelled with the chart's appVersion, the one place the version is written.
 #
 # The binaries come from one of two stages, chosen with BIN_SOURCE:
 #   gobuild  (default) compiles them in ${GO_IMAGE}, the public Go image.
@@ -32,7 +34,7 @@ COPY bin/image/collapser bin/image/hello-backend bin/image/democlient /out/
 FROM ${BIN_SOURCE} AS bin
 
 FROM scratch AS collapser
-ARG VERSION=0.1.0
+ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="collapser" \
       org.opencontainers.image.description="gRPC sidecar that collapses identical concurrent calls (unary calls and replayed server streams) into one backend call" \
@@ -46,7 +48,7 @@ EXPOSE 50052 2112
 ENTRYPOINT ["/collapser"]
 
 FROM scratch AS hello-backend
-ARG VERSION=0.1.0
+ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="hello-backend" \
       org.opencontainers.image.description="Slow demo gRPC backend that counts every request it serves" \
@@ -60,7 +62,7 @@ EXPOSE 50051 2113
 ENTRYPOINT ["/hello-backend"]
 
 FROM scratch AS democlient
-ARG VERSION=0.1.0
+ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="democlient" \
       org.opencontainers.image.description="Sends bursts of identical calls through collapser and reports the backend's own call count" \

@@ -127,7 +127,7 @@ func TestRender_TestPodRunsDemoClientAgainstTheService(t *testing.T) {
 		t.Errorf("hook-output-log-policy = %q, want %q", got, want)
 	}
 	c := container(t, pod.Spec, "democlient")
-	if c.Image != "collapser/democlient:0.1.0" {
+	if c.Image != "collapser/democlient:"+appVersion(t) {
 		t.Errorf("image = %q", c.Image)
 	}
 	want := []string{

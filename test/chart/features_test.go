@@ -215,8 +215,8 @@ func TestRender_ImagesTakeRegistryAndDigest(t *testing.T) {
 		container string
 		want      string
 	}{
-		{r.deployments[fullname].Spec.Template.Spec, "collapser", "registry.example:5000/collapser/collapser:0.1.0@" + digest},
-		{r.deployments[fullname].Spec.Template.Spec, "hello-backend", "collapser/hello-backend:0.1.0"},
+		{r.deployments[fullname].Spec.Template.Spec, "collapser", "registry.example:5000/collapser/collapser:" + appVersion(t) + "@" + digest},
+		{r.deployments[fullname].Spec.Template.Spec, "hello-backend", "collapser/hello-backend:" + appVersion(t)},
 		{r.deployments[fullname+"-prometheus"].Spec.Template.Spec, "prometheus", "mirror.example/prom/prometheus:v3.16.0"},
 		{r.pods[fullname+"-test-collapse"].Spec, "democlient", "collapser/democlient:1.2.3"},
 	}

@@ -137,8 +137,8 @@ func TestRender_PodRunsSidecarAndLoopbackBackendWithProbesKubeletCanReach(t *tes
 		grpcPort  int32 // 0: probed by GET /healthz on the metrics port
 		ports     map[string]int32
 	}{
-		{"collapser", "collapser/collapser:0.1.0", 50052, map[string]int32{"grpc": 50052, "metrics": 2112}},
-		{"hello-backend", "collapser/hello-backend:0.1.0", 0, map[string]int32{"backend-metrics": 2113}},
+		{"collapser", "collapser/collapser:" + appVersion(t), 50052, map[string]int32{"grpc": 50052, "metrics": 2112}},
+		{"hello-backend", "collapser/hello-backend:" + appVersion(t), 0, map[string]int32{"backend-metrics": 2113}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.container, func(t *testing.T) {
@@ -313,6 +313,10 @@ func TestRender_BackendOffRunsSidecarBeforeUserContainer(t *testing.T) {
 	spec := r.deployments[fullname].Spec.Template.Spec
 	if got, want := containerNames(spec), []string{"collapser", "my-backend"}; !slices.Equal(got, want) {
 		t.Errorf("containers = %v, want %v", got, want)
+	}
+	// extraContainers go through tpl: the file's image follows the appVersion.
+	if got, want := container(t, spec, "my-backend").Image, "collapser/hello-backend:"+appVersion(t); got != want {
+		t.Errorf("my-backend image = %q, want %q", got, want)
 	}
 	if _, ok := servicePorts(r.services[fullname])["backend-metrics"]; ok {
 		t.Error("Service has a backend-metrics port without the hello backend")

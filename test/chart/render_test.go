@@ -93,6 +93,13 @@ func loadChart(t *testing.T) *chart.Chart {
 	return chrt
 }
 
+// appVersion returns the chart's appVersion: the tag of its own images unless
+// values name another.
+func appVersion(t *testing.T) string {
+	t.Helper()
+	return loadChart(t).Metadata.AppVersion
+}
+
 // userValues reads a values file (relative to the chart; "" for none) and applies
 // --set style overrides on top.
 func userValues(t *testing.T, valuesFile string, set ...string) map[string]any {
