@@ -19,16 +19,23 @@ type shard[V any] struct {
 
 // complete publishes the outcome of e's call, then wakes every waiter.
 //
-// A success replaces the key's earlier result, and is kept if its options
-// and the limits allow; a private value is neither kept nor shared. A
+// A success replaces the key's earlier result, and is kept if its windows
+// (those it declares, or its options') and the limits allow; a private
+// value is neither kept nor shared. A
 // failure gives the key back to the earlier result, and its waiters get that
 // result instead of the error when it is within StaleIfError and StaleOn
 // accepts the error. An abandoned call changes nothing: the key moved on.
 func (g *Group[V]) complete(e *entry[V]) {
 	e.fn = nil
 	private := e.err == nil && g.private != nil && g.private(e.val)
+	w := e.opts.windows()
+	if e.err == nil && g.declared != nil {
+		if d, ok := g.declared(e.val); ok {
+			w = d
+		}
+	}
 	var size int64
-	keep := e.err == nil && !private && e.opts.keeps()
+	keep := e.err == nil && !private && w.keeps()
 	if keep {
 		size = heapsize.String(e.key) + EntryOverhead
 		if g.size != nil {
@@ -50,7 +57,7 @@ func (g *Group[V]) complete(e *entry[V]) {
 		if e.prev != nil {
 			g.evict(s, e.prev) // clears e.prev
 		}
-		if !keep || !g.admit(s, e, size, now) {
+		if !keep || !g.admit(s, e, size, now, w) {
 			g.unlink(s, e)
 		}
 	default:
@@ -69,11 +76,11 @@ func (g *Group[V]) complete(e *entry[V]) {
 	close(e.done)
 }
 
-// admit holds e's result while the Group's limits would be exceeded,
-// evicting the results that go first, of its own shard first, then of other
-// shards. It reports false, holding nothing, when no room can be made. The
-// caller holds s.mu; e is the key's entry in s.m.
-func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64) bool {
+// admit holds e's result, to be served for windows w, evicting while the
+// Group's limits would be exceeded the results that go first, of its own
+// shard first, then of other shards. It reports false, holding nothing, when
+// no room can be made. The caller holds s.mu; e is the key's entry in s.m.
+func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64, w Windows) bool {
 	for {
 		entries := g.entries.Add(1)
 		bytes := g.bytes.Add(size)
@@ -88,9 +95,9 @@ func (g *Group[V]) admit(s *shard[V], e *entry[V], size, now int64) bool {
 			return false
 		}
 	}
-	e.fresh = now + int64(e.opts.TTL)
-	e.swrEnd = e.fresh + int64(e.opts.StaleWhileRevalidate)
-	e.sieEnd = e.fresh + int64(e.opts.StaleIfError)
+	e.fresh = now + int64(w.TTL)
+	e.swrEnd = e.fresh + int64(w.StaleWhileRevalidate)
+	e.sieEnd = e.fresh + int64(w.StaleIfError)
 	e.size = size
 	e.state = stateHeld
 	s.heap.Push(e)

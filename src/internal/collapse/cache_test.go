@@ -288,3 +288,44 @@ func TestGroup_PrivateValueDropsTheEarlierResult(t *testing.T) {
 		t.Errorf("got %+v, want the error: the key's answers turned private", r)
 	}
 }
+
+func TestGroup_ValueDeclaresItsOwnWindows(t *testing.T) {
+	// A value "ttl=<d>" declares its own TTL; "plain" keeps its call's; one
+	// declaring zero windows is shared with its waiters but not kept.
+	declared := func(v string) (Windows, bool) {
+		d, ok := strings.CutPrefix(v, "ttl=")
+		if !ok {
+			return Windows{}, false
+		}
+		ttl, err := time.ParseDuration(d)
+		if err != nil {
+			panic(err)
+		}
+		return Windows{TTL: ttl, StaleWhileRevalidate: ttl}, true
+	}
+	g, clock := newTestGroup(t, Options[string]{Declared: declared})
+	opts := &CallOptions{TTL: time.Second}
+	var calls [3]atomic.Int64
+	keys := []struct{ key, val string }{{"declared", "ttl=10s"}, {"plain", "plain"}, {"none", "ttl=0s"}}
+	steps := []struct {
+		at   time.Duration
+		want [3]Outcome
+	}{
+		{0, [3]Outcome{Lead, Lead, Lead}},
+		{999 * time.Millisecond, [3]Outcome{Hit, Hit, Lead}},
+		{time.Second, [3]Outcome{Hit, Lead, Lead}}, // the call's TTL is over, the declared one is not
+		{10 * time.Second, [3]Outcome{Stale, Lead, Lead}},
+	}
+	for _, s := range steps {
+		clock.Store(int64(s.at))
+		for i, k := range keys {
+			if r := do(g, k.key, opts, value(k.val, &calls[i])); r != (result{k.val, s.want[i], nil}) {
+				t.Errorf("at %v %s: got %+v, want %v", s.at, k.key, r, s.want[i])
+			}
+		}
+	}
+	testkit.WaitFor(t, "the background refresh to end", func() bool { return g.Stats().InFlight == 0 })
+	if got := []int64{calls[0].Load(), calls[1].Load(), calls[2].Load()}; got[0] != 2 || got[1] != 3 || got[2] != 4 {
+		t.Errorf("calls = %v; want 2 (lead, refresh), 3 and 4", got)
+	}
+}

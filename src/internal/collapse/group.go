@@ -25,6 +25,7 @@ type Group[V any] struct {
 	maxEntryBytes int64
 	size          func(V) int64
 	private       func(V) bool
+	declared      func(V) (Windows, bool)
 	slots         *semaphore.Weighted // nil: calls are not bounded
 
 	seed   maphash.Seed
@@ -54,6 +55,7 @@ func New[V any](opts Options[V]) *Group[V] {
 		maxEntryBytes: cmp.Or(opts.MaxEntryBytes, DefaultMaxEntryBytes),
 		size:          opts.Size,
 		private:       opts.Private,
+		declared:      opts.Declared,
 		seed:          maphash.MakeSeed(),
 		epoch:         time.Now(),
 	}

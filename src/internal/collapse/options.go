@@ -55,6 +55,26 @@ type Options[V any] struct {
 	// a slot within its CallOptions.Timeout and while a caller waits for it,
 	// then fails with ErrOverloaded. 0: no bound.
 	MaxCalls int
+	// Declared reports the windows a value declares for itself, which
+	// replace the windows of the CallOptions of the call that produced it
+	// (an HTTP response's Cache-Control does this). Nil: no value declares
+	// any.
+	Declared func(V) (Windows, bool)
+}
+
+// Windows say how long a result is served after its call completes: fresh
+// for TTL, then stale within StaleWhileRevalidate while one call refreshes
+// it, and within StaleIfError instead of a failed call's error. A result
+// whose windows are all zero is not kept.
+type Windows struct {
+	TTL                  time.Duration
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
+}
+
+// keeps reports whether a result served for w is kept at all.
+func (w Windows) keeps() bool {
+	return w.TTL > 0 || w.StaleWhileRevalidate > 0 || w.StaleIfError > 0
 }
 
 // CallOptions say how one key's call is shared and how long its result is
@@ -84,9 +104,9 @@ type CallOptions struct {
 	Timeout time.Duration
 }
 
-// keeps reports whether results of calls with these options are kept at all.
-func (o *CallOptions) keeps() bool {
-	return o.TTL > 0 || o.StaleWhileRevalidate > 0 || o.StaleIfError > 0
+// windows returns the windows of the results of calls with these options.
+func (o *CallOptions) windows() Windows {
+	return Windows{TTL: o.TTL, StaleWhileRevalidate: o.StaleWhileRevalidate, StaleIfError: o.StaleIfError}
 }
 
 // Outcome says how a call to Group.Do was served.
