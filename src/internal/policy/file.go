@@ -36,6 +36,8 @@ type ruleSpec struct {
 	FinishAbandoned      scalar    `yaml:"finishAbandoned"`
 	Timeout              scalar    `yaml:"timeout"`
 	Stream               scalar    `yaml:"stream"`
+	MaxTTL               scalar    `yaml:"maxTTL"`
+	CacheControl         scalar    `yaml:"cacheControl"`
 }
 
 // scalar is one YAML scalar as written, with its line, so that validation
@@ -177,4 +179,16 @@ func parseStream(s string) (StreamMode, error) {
 		return StreamReplay, nil
 	}
 	return 0, errors.New("want passthrough or replay")
+}
+
+// parseCacheControl reads a cacheControl field: honor or ignore; it
+// returns whether to ignore.
+func parseCacheControl(s string) (bool, error) {
+	switch s {
+	case "honor":
+		return false, nil
+	case "ignore":
+		return true, nil
+	}
+	return false, errors.New("want honor or ignore")
 }

@@ -17,6 +17,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,6 +36,9 @@ const (
 	DefaultCacheTTL = 100 * time.Millisecond
 	// DefaultTimeout bounds each shared backend call.
 	DefaultTimeout = 10 * time.Second
+	// DefaultMaxTTL bounds each window an answer's cache-control declares,
+	// so that a backend's mistake cannot pin an answer for a day.
+	DefaultMaxTTL = 5 * time.Minute
 )
 
 // DefaultStaleIfErrorCodes are the codes a stale result may answer when
@@ -124,11 +128,23 @@ type Rule struct {
 	// Replay: its TTL is how long an ended stream is replayed); nil when
 	// passed through. Shared by all calls of the rule: read only.
 	Call *collapse.CallOptions
+	// Declared says how a unary answer's own cache-control sets how long it
+	// is served, in place of Call's windows; nil when it may not (the rule
+	// ignores it, or keeps no result). Shared by all calls: read only.
+	Declared *Declared
 	// Kind is what is known of the method's call kind.
 	Kind methodkind.Kind
 	// Source names the policy entry that decided: "default",
 	// "methods[2] (/pkg.Service/Method)" or an environment variable.
 	Source string
+}
+
+// Declared bounds the windows an answer declares in its cache-control
+// (package cachecontrol).
+type Declared struct {
+	// MaxTTL bounds each window declared: TTL, stale-while-revalidate and
+	// stale-if-error.
+	MaxTTL time.Duration
 }
 
 // Defaults describe the default rule when no file does, and what a file's
@@ -141,6 +157,11 @@ type Defaults struct {
 	CacheTTL, StaleWhileRevalidate, StaleIfError time.Duration
 	// Timeout bounds each shared backend call; it must be positive.
 	Timeout time.Duration
+	// MaxTTL bounds the windows an answer's cache-control declares; 0
+	// takes DefaultMaxTTL. IgnoreCacheControl serves every answer for the
+	// rule's own windows, whatever it declares.
+	MaxTTL             time.Duration
+	IgnoreCacheControl bool
 	// CollapseMethods are collapsed as if the policy named each with
 	// collapse: true (COLLAPSER_COLLAPSE_METHODS); an entry of the file for
 	// one of them still wins.
@@ -153,6 +174,8 @@ type Defaults struct {
 type settings struct {
 	collapse           Mode
 	ttl, swr, sie, tmo time.Duration
+	maxTTL             time.Duration
+	ignoreCC           bool
 	codes              codeSet
 	finish             bool
 	stream             StreamMode
@@ -207,12 +230,12 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		field string
 		v     scalar
 		dst   *time.Duration
-	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}} {
+	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}, {"maxTTL", r.MaxTTL, &s.maxTTL}} {
 		if !d.v.set {
 			continue
 		}
 		v, err := parseDuration(d.v.value)
-		if err == nil && d.dst == &s.tmo && v == 0 {
+		if err == nil && (d.dst == &s.tmo || d.dst == &s.maxTTL) && v == 0 {
 			err = errors.New("must be positive")
 		}
 		if valid(d.v, d.field, err) {
@@ -237,6 +260,11 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 			s.stream = m
 		}
 	}
+	if r.CacheControl.set {
+		if ignore, err := parseCacheControl(r.CacheControl.value); valid(r.CacheControl, "cacheControl", err) {
+			s.ignoreCC = ignore
+		}
+	}
 	return s, errs
 }
 
@@ -246,10 +274,15 @@ type level struct {
 	settings
 	cached   collapse.CallOptions // collapse and keep results
 	inflight collapse.CallOptions // collapse while in flight, keep nothing
+	declared *Declared            // how kept answers declare their windows; nil: they do not
 }
 
 func compile(s settings) *level {
 	staleOn := func(err error) bool { return s.codes.has(callstatus.Code(err)) }
+	var declared *Declared
+	if !s.ignoreCC {
+		declared = &Declared{MaxTTL: s.maxTTL}
+	}
 	return &level{
 		settings: s,
 		cached: collapse.CallOptions{
@@ -257,6 +290,7 @@ func compile(s settings) *level {
 			Finish: s.finish, Timeout: s.tmo,
 		},
 		inflight: collapse.CallOptions{Finish: s.finish, Timeout: s.tmo},
+		declared: declared,
 	}
 }
 
@@ -281,7 +315,8 @@ func New(d Defaults, file string, data []byte) (*Policy, error) {
 	}
 	base := settings{
 		collapse: d.Collapse, ttl: d.CacheTTL, swr: d.StaleWhileRevalidate, sie: d.StaleIfError,
-		tmo: d.Timeout, codes: setOf(DefaultStaleIfErrorCodes), source: "default",
+		tmo: d.Timeout, maxTTL: cmp.Or(d.MaxTTL, DefaultMaxTTL), ignoreCC: d.IgnoreCacheControl,
+		codes: setOf(DefaultStaleIfErrorCodes), source: "default",
 	}
 	f := &fileSpec{}
 	if data != nil {
@@ -391,7 +426,7 @@ func (p *Policy) Rule(method string, m methodkind.Method) Rule {
 	case l.collapse == Never:
 		r.Reason = ReasonPolicy
 	case l.collapse == Always || m.Idempotency == methodkind.NoSideEffects:
-		r.Action, r.Call = Collapse, &l.cached
+		r.Action, r.Call, r.Declared = Collapse, &l.cached, l.declared
 	case m.Idempotency == methodkind.Idempotent:
 		r.Action, r.Call = Collapse, &l.inflight
 	default:

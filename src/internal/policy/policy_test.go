@@ -195,6 +195,8 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"OK is no error", "default:\n  staleIfErrorCodes: [OK]\n", `staleIfErrorCodes[0] "OK": want a gRPC status code name`},
 		{"bad bool", "default:\n  finishAbandoned: yes\n", `default: finishAbandoned "yes": want true or false`},
 		{"bad stream", "default:\n  stream: record\n", `stream "record": want passthrough or replay`},
+		{"zero max TTL", "default:\n  maxTTL: 0s\n", `line 2: default: maxTTL "0s": must be positive`},
+		{"bad cacheControl", "methods:\n  - name: /a.B/C\n    cacheControl: obey\n", `line 3: methods[0] (/a.B/C): cacheControl "obey": want honor or ignore`},
 		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
 		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},
 		{"malformed service", "methods:\n  - name: hello-v1/*\n", `methods[0]: name: line 2: "hello-v1/*": service name "hello-v1" is not a dot-separated proto name`},
@@ -210,6 +212,52 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 				t.Errorf("err = %v\nwant it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestPolicy_DeclaredWindowsAreBoundedAndOnlyForKeptResults(t *testing.T) {
+	file := `
+default:
+  maxTTL: 1m
+methods:
+  - name: a.Cached/*
+    maxTTL: 10s
+  - name: /a.Cached/Ignored
+    cacheControl: ignore
+  - name: a.Ignored/*
+    cacheControl: ignore
+  - name: /a.Ignored/Honored
+    cacheControl: honor
+`
+	p := mustNew(t, defaults, file)
+	tests := []struct {
+		method string
+		m      methodkind.Method
+		want   *Declared
+	}{
+		{"/a.Other/Get", noSideEffects, &Declared{MaxTTL: time.Minute}},
+		{"/a.Cached/Get", noSideEffects, &Declared{MaxTTL: 10 * time.Second}},
+		{"/a.Cached/Ignored", noSideEffects, nil},
+		{"/a.Ignored/Get", noSideEffects, nil},
+		{"/a.Ignored/Honored", noSideEffects, &Declared{MaxTTL: time.Minute}},
+		// Collapsed in flight only: an answer's max-age never makes it kept.
+		{"/a.Other/Put", idempotent, nil},
+		// Replayed streams are kept for the rule's TTL alone.
+		{"/a.Other/Watch", serverStream, nil},
+	}
+	for _, tt := range tests {
+		got := p.Rule(tt.method, tt.m).Declared
+		if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			t.Errorf("Rule(%s).Declared = %+v, want %+v", tt.method, got, tt.want)
+		}
+	}
+	if got := mustNew(t, defaults, "").Rule("/a.B/C", noSideEffects).Declared; got == nil || got.MaxTTL != DefaultMaxTTL {
+		t.Errorf("without a file: Declared = %+v, want MaxTTL %v", got, DefaultMaxTTL)
+	}
+	ignoring := defaults
+	ignoring.IgnoreCacheControl = true
+	if got := mustNew(t, ignoring, "").Rule("/a.B/C", noSideEffects).Declared; got != nil {
+		t.Errorf("defaults ignoring cache-control: Declared = %+v, want nil", got)
 	}
 }
 
