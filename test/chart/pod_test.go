@@ -208,6 +208,8 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_DEFAULT_COLLAPSE":                "auto",
 		"COLLAPSER_STALE_WHILE_REVALIDATE":          "0s",
 		"COLLAPSER_STALE_IF_ERROR":                  "0s",
+		"COLLAPSER_CACHE_CONTROL":                   "honor",
+		"COLLAPSER_MAX_TTL":                         "5m0s",
 		"COLLAPSER_KEY_HEADERS":                     "",
 		"COLLAPSER_IGNORE_HEADERS":                  "",
 		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "false",

@@ -71,10 +71,12 @@ type delta struct {
 
 // Parse reads the values of cache-control fields, in order (the header's
 // before the trailer's), into the answer's Freshness.
-func Parse(values ...string) Freshness {
+func Parse(fields ...[]string) Freshness {
 	var d directives
-	for _, v := range values {
-		d.read(v)
+	for _, values := range fields {
+		for _, v := range values {
+			d.read(v)
+		}
 	}
 	if !d.declared {
 		return Freshness{}

@@ -32,7 +32,7 @@ func TestParse(t *testing.T) {
 		{"the most restrictive wins: no-store over max-age", []string{"max-age=60, no-store"}, Freshness{Declared: true, NoStore: true}},
 		{"private", []string{"private, max-age=60"}, Freshness{Declared: true, Private: true}},
 		{"the first of a directive given twice counts", []string{"max-age=5, max-age=500"}, Freshness{Declared: true, TTL: 5 * s}},
-		{"header before trailer", []string{"max-age=5", "max-age=500, stale-if-error=9"}, Freshness{Declared: true, TTL: 5 * s, StaleIfError: 9 * s}},
+		{"values in order", []string{"max-age=5", "max-age=500, stale-if-error=9"}, Freshness{Declared: true, TTL: 5 * s, StaleIfError: 9 * s}},
 		{"invalid number: stale at once", []string{"max-age=soon, stale-while-revalidate=20"}, Freshness{Declared: true}},
 		{"negative number is invalid", []string{"max-age=-1"}, Freshness{Declared: true}},
 		{"fraction is invalid", []string{"max-age=1.5"}, Freshness{Declared: true}},
@@ -45,10 +45,17 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Parse(tt.values...); got != tt.want {
+			if got := Parse(tt.values); got != tt.want {
 				t.Errorf("Parse(%q) = %+v, want %+v", tt.values, got, tt.want)
 			}
 		})
+	}
+	// The header's fields come before the trailer's.
+	if got, want := Parse([]string{"max-age=5"}, []string{"max-age=500, no-store"}), (Freshness{Declared: true, NoStore: true}); got != want {
+		t.Errorf("Parse(header, trailer) = %+v, want %+v", got, want)
+	}
+	if got, want := Parse(nil, []string{"max-age=7"}), (Freshness{Declared: true, TTL: 7 * s}); got != want {
+		t.Errorf("Parse(nil, trailer) = %+v, want %+v", got, want)
 	}
 }
 
@@ -60,7 +67,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("max-age=5", "stale-while-revalidate=3")
 	f.Fuzz(func(t *testing.T, header, trailer string) {
-		got := Parse(header, trailer)
+		got := Parse([]string{header}, []string{trailer})
 		if !got.Declared && got != (Freshness{}) {
 			t.Fatalf("undeclared but %+v", got)
 		}
@@ -77,7 +84,8 @@ func FuzzParse(f *testing.F) {
 
 func BenchmarkParse(b *testing.B) {
 	b.ReportAllocs()
+	header := []string{"max-age=10, stale-while-revalidate=20, stale-if-error=30"}
 	for b.Loop() {
-		Parse("max-age=10, stale-while-revalidate=20, stale-if-error=30")
+		Parse(header, nil)
 	}
 }

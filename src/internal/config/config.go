@@ -42,13 +42,17 @@ type Settings struct {
 	// StaleWhileRevalidate and StaleIfError are the default rule's stale windows.
 	StaleWhileRevalidate time.Duration
 	StaleIfError         time.Duration
-	Cache                collapse.Limits // the results kept (--cache-max-*)
-	Streams              replay.Limits   // each replayed stream's record and the ended ones kept (--stream-max-*)
-	BackendTimeout       time.Duration   // the default rule's bound of each shared backend call
-	MaxBackendCalls      int             // shared backend calls running at once
-	ReceiveTimeout       time.Duration   // how long a unary call may take to deliver its request
-	MaxRecvMsgBytes      int
-	MaxSendMsgBytes      int
+	// MaxTTL bounds the windows an answer's cache-control declares;
+	// IgnoreCacheControl serves every answer for the rule's own windows.
+	MaxTTL             time.Duration
+	IgnoreCacheControl bool
+	Cache              collapse.Limits // the results kept (--cache-max-*)
+	Streams            replay.Limits   // each replayed stream's record and the ended ones kept (--stream-max-*)
+	BackendTimeout     time.Duration   // the default rule's bound of each shared backend call
+	MaxBackendCalls    int             // shared backend calls running at once
+	ReceiveTimeout     time.Duration   // how long a unary call may take to deliver its request
+	MaxRecvMsgBytes    int
+	MaxSendMsgBytes    int
 	// MaxConnections, MaxConcurrentStreams and MaxHeaderBytes bound what
 	// callers can make the server hold (see serverlimits).
 	MaxConnections       int
@@ -73,12 +77,13 @@ type Settings struct {
 // is the named default of the package that owns the setting.
 func Default() Settings {
 	return Settings{
-		Listen:               ":50052",
-		Backend:              "localhost:50051",
-		MetricsListen:        ":2112",
-		PeerListen:           peers.DefaultListen,
-		DefaultCollapse:      policy.Auto,
-		CacheTTL:             policy.DefaultCacheTTL,
+		Listen:          ":50052",
+		Backend:         "localhost:50051",
+		MetricsListen:   ":2112",
+		PeerListen:      peers.DefaultListen,
+		DefaultCollapse: policy.Auto,
+		CacheTTL:        policy.DefaultCacheTTL,
+		MaxTTL:          policy.DefaultMaxTTL,
 		Cache: collapse.Limits{
 			MaxEntries:    collapse.DefaultMaxEntries,
 			MaxBytes:      collapse.DefaultMaxBytes,
@@ -147,6 +152,8 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
 	fs.DurationVar(&c.StaleWhileRevalidate, "stale-while-revalidate", 0, "`duration` after the TTL a response is served at once while one background call refreshes it")
 	fs.DurationVar(&c.StaleIfError, "stale-if-error", 0, "`duration` after the TTL a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
+	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "`duration` bounding each window an answer's cache-control declares (max-age, s-maxage, stale-while-revalidate, stale-if-error)")
+	fs.Var(cacheControlValue{&c.IgnoreCacheControl}, "cache-control", "whether an answer's cache-control sets how long it is served (bounded by --max-ttl): honor or ignore")
 	fs.IntVar(&c.Cache.MaxEntries, "cache-max-entries", c.Cache.MaxEntries, "most `responses` held in the cache")
 	fs.Int64Var(&c.Cache.MaxBytes, "cache-max-bytes", c.Cache.MaxBytes, "most `bytes` held in the cache, counting what the Go heap holds for each entry: its key (request payload and headers), its response with metadata, and its overhead")
 	fs.Int64Var(&c.Cache.MaxEntryBytes, "cache-max-entry-bytes", c.Cache.MaxEntryBytes, "`bytes`: larger entries (key and response) are shared with waiting callers but not cached")
@@ -177,7 +184,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	bound(fs, 1, math.Inf(1), "must be positive",
 		"cache-max-entries", "cache-max-bytes", "cache-max-entry-bytes",
 		"stream-max-bytes", "stream-max-messages", "stream-max-held-bytes",
-		"backend-timeout", "max-backend-calls", "receive-timeout",
+		"backend-timeout", "max-backend-calls", "receive-timeout", "max-ttl",
 		"max-recv-msg-bytes", "max-send-msg-bytes", "max-connections")
 	bound(fs, 1, math.MaxUint32, "must be in [1, 4294967295]", "max-concurrent-streams")
 	bound(fs, 1024, math.MaxUint32, "must be in [1024, 4294967295]", "max-header-bytes")
@@ -321,4 +328,23 @@ func (v collapseValue) Set(s string) error {
 		return fmt.Errorf("want auto, all or none")
 	}
 	return nil
+}
+
+// cacheControlValue is the --cache-control flag: honor or ignore.
+type cacheControlValue struct{ ignore *bool }
+
+func (v cacheControlValue) String() string {
+	if v.ignore != nil && *v.ignore {
+		return "ignore"
+	}
+	return "honor"
+}
+
+func (v cacheControlValue) Set(s string) error {
+	switch s {
+	case "honor", "ignore":
+		*v.ignore = s == "ignore"
+		return nil
+	}
+	return errors.New("want honor or ignore")
 }

@@ -33,6 +33,8 @@ func TestParse_EnvironmentAndFlags(t *testing.T) {
 		"COLLAPSER_KEY_HEADERS":                     " x-tenant , ,x-locale",
 		"COLLAPSER_UNSAFE_SHARE_ACROSS_CREDENTIALS": "true",
 		"COLLAPSER_LOG_LEVEL":                       "debug",
+		"COLLAPSER_CACHE_CONTROL":                   "ignore",
+		"COLLAPSER_MAX_TTL":                         "1m",
 	}
 	got, err := Parse([]string{"--backend", "localhost:7000", "--collapse-methods=/a.B/C,/a.B/D"}, testkit.Env(vars), io.Discard)
 	if err != nil {
@@ -45,6 +47,8 @@ func TestParse_EnvironmentAndFlags(t *testing.T) {
 	want.UnsafeShareAcrossCredentials = true
 	want.LogLevel = slog.LevelDebug
 	want.CollapseMethods = []string{"/a.B/C", "/a.B/D"}
+	want.IgnoreCacheControl = true
+	want.MaxTTL = time.Minute
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse() =\n%+v\nwant\n%+v", got, want)
 	}
@@ -64,6 +68,8 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"zero entries env", nil, map[string]string{"COLLAPSER_CACHE_MAX_ENTRIES": "0"}, `COLLAPSER_CACHE_MAX_ENTRIES="0": must be positive`},
 		{"too many streams", []string{"--max-concurrent-streams=4294967296"}, nil, "-max-concurrent-streams: must be in [1, 4294967295]"},
 		{"small header list", nil, map[string]string{"COLLAPSER_MAX_HEADER_BYTES": "1023"}, "COLLAPSER_MAX_HEADER_BYTES=\"1023\": must be in [1024, 4294967295]"},
+		{"bad cache-control", []string{"--cache-control=obey"}, nil, "-cache-control: want honor or ignore"},
+		{"zero max TTL", nil, map[string]string{"COLLAPSER_MAX_TTL": "0s"}, `COLLAPSER_MAX_TTL="0s": must be positive`},
 		{"former flag name", []string{"--unary-methods=/a.B/C"}, nil, "renamed: use --collapse-methods (COLLAPSER_COLLAPSE_METHODS)"},
 		{"former variable name", nil, map[string]string{"COLLAPSER_STREAM_CACHE_MAX_BYTES": "1"}, "COLLAPSER_STREAM_CACHE_MAX_BYTES=\"1\": renamed: use --stream-max-held-bytes"},
 		{"bad address", nil, map[string]string{"COLLAPSER_LISTEN": "50052"}, "COLLAPSER_LISTEN"},

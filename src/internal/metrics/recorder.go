@@ -62,6 +62,7 @@ type Recorder struct {
 	peerFallbacks   *prometheus.CounterVec
 	peerRequests    *prometheus.CounterVec
 	streamRequests  *prometheus.CounterVec
+	freshness       *prometheus.CounterVec
 
 	ruleInfo, inFlight, queued, waiters, entries, bytes  *prometheus.Desc
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
@@ -115,6 +116,10 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 			Name: "collapser_stream_requests_total",
 			Help: "Calls of replayed server-streaming methods, by method, how they were served (outcome: leader, joined, replayed from a kept stream, own stream, error) and the gRPC code the caller got.",
 		}, []string{"method", "outcome", "code"}),
+		freshness: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_answer_freshness_total",
+			Help: "Successful shared answers of collapsed unary calls, by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
+		}, []string{"method", "source"}),
 		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
 			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
 			[]string{"method", "action", "reason"}, nil),
@@ -181,6 +186,12 @@ func (s *Recorder) ObservePeerCall(method, owner string, code codes.Code, fellBa
 	}
 }
 
+// ObserveFreshness counts one shared answer whose windows came from source
+// (proxy.FreshnessPolicy, FreshnessBackend or FreshnessCapped).
+func (s *Recorder) ObserveFreshness(method, source string) {
+	s.freshness.WithLabelValues(s.methods.label(method), source).Inc()
+}
+
 // ObservePolicyReload counts one reload of a changed policy file.
 func (s *Recorder) ObservePolicyReload(ok bool) {
 	if ok {
@@ -203,6 +214,7 @@ func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
 	s.peerFallbacks.Describe(ch)
 	s.peerRequests.Describe(ch)
 	s.streamRequests.Describe(ch)
+	s.freshness.Describe(ch)
 	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes, s.liveStreams, s.heldStreams, s.streamReaders, s.streamBytes} {
 		ch <- d
 	}
@@ -236,6 +248,7 @@ func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 	s.peerFallbacks.Collect(ch)
 	s.peerRequests.Collect(ch)
 	s.streamRequests.Collect(ch)
+	s.freshness.Collect(ch)
 
 	st := s.sources.Stats()
 	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(st.InFlight))
@@ -268,6 +281,9 @@ func (s *Recorder) touch(method string, r policy.Rule) {
 			if s.sources.Peers {
 				s.peerRequests.WithLabelValues(method, o.String(), ok)
 			}
+		}
+		for _, source := range proxy.FreshnessSources {
+			s.freshness.WithLabelValues(method, source)
 		}
 	default:
 		s.requests.WithLabelValues(method, proxy.OutcomePassthrough, ok)

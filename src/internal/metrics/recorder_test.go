@@ -363,3 +363,24 @@ collapser_streams_live 1
 		t.Error(err)
 	}
 }
+
+func TestRecorder_FreshnessBySourceStartsAtZeroForCollapsedMethods(t *testing.T) {
+	rules := map[string]policy.Rule{sayHello: {Action: policy.Collapse}, "/a.B/Put": {Action: policy.Passthrough}}
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
+	if _, err := reg.Gather(); err != nil { // the series of a known method start at 0
+		t.Fatal(err)
+	}
+	s.ObserveFreshness(sayHello, proxy.FreshnessBackend)
+	s.ObserveFreshness(sayHello, proxy.FreshnessBackend)
+	s.ObserveFreshness(sayHello, proxy.FreshnessCapped)
+	want := `
+# HELP collapser_answer_freshness_total Successful shared answers of collapsed unary calls, by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).
+# TYPE collapser_answer_freshness_total counter
+collapser_answer_freshness_total{method="/hello.v1.Greeter/SayHello",source="backend"} 2
+collapser_answer_freshness_total{method="/hello.v1.Greeter/SayHello",source="backend_capped"} 1
+collapser_answer_freshness_total{method="/hello.v1.Greeter/SayHello",source="policy"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "collapser_answer_freshness_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -88,6 +88,10 @@ type Observer interface {
 	// of the failure to reach it and fellBack set when the call or stream
 	// was made to the local backend instead.
 	ObservePeerCall(method, owner string, code codes.Code, fellBack bool)
+	// ObserveFreshness is called once per successful, shareable answer of
+	// a collapsed unary call, with where the windows it is served for come
+	// from (FreshnessPolicy, FreshnessBackend or FreshnessCapped).
+	ObserveFreshness(method, source string)
 }
 
 // Options configures a Proxy. Backend, Rules and KeyRule are required.
@@ -207,6 +211,7 @@ func New(o Options) (*Proxy, error) {
 		Limits:   o.Cache,
 		Size:     responseSize,
 		Private:  func(r *Response) bool { return r != nil && r.Private },
+		Declared: declaredWindows,
 		MaxCalls: cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
 	})
 	p.streams = replay.New(replay.Options{
@@ -315,3 +320,4 @@ func (nopObserver) ObserveRequest(Route, string, string, codes.Code)     {}
 func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
 func (nopObserver) ObserveBackendStream(string, codes.Code)              {}
 func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)     {}
+func (nopObserver) ObserveFreshness(string, string)                      {}

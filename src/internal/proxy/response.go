@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/collapser/collapser/src/internal/cachecontrol"
+	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/heapsize"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
@@ -15,10 +17,6 @@ import (
 // response private, as they do for HTTP caches: a cookie being set belongs
 // to the caller it was set for. Options.PrivateHeaders extends the list.
 var DefaultPrivateHeaders = []string{"set-cookie", "set-cookie2"}
-
-// cacheControl is the header whose "private" and "no-store" directives make
-// a response private too.
-const cacheControl = "cache-control"
 
 // Response is what one backend call for a unary method produced. Callers
 // sharing it must treat every field as read-only.
@@ -32,6 +30,9 @@ type Response struct {
 	// Private means the response may go only to the caller whose call
 	// produced it: it carries a private header (see DefaultPrivateHeaders).
 	Private bool
+
+	windows  collapse.Windows // what its cache-control declares, when declared
+	declared bool
 }
 
 // responseSize returns the bytes r holds, for collapse.Options.Size: the
@@ -85,23 +86,15 @@ func newHeaderSet(extra []string) (headerSet, error) {
 }
 
 // privateIn reports whether md makes a response private: it has a header of
-// s, or a cache-control header with a private or no-store directive.
+// s, or a cache-control whose directives say the answer is for its own
+// caller (private) or may not be used for another request (no-store,
+// no-cache): a collapser's waiters are other requests.
 func (s headerSet) privateIn(md metadata.MD) bool {
-	for k, vs := range md {
+	for k := range md {
 		if s[k] {
 			return true
 		}
-		if k != cacheControl {
-			continue
-		}
-		for _, v := range vs {
-			for d := range strings.SplitSeq(v, ",") {
-				d, _, _ = strings.Cut(strings.TrimSpace(strings.ToLower(d)), "=")
-				if d == "private" || d == "no-store" {
-					return true
-				}
-			}
-		}
 	}
-	return false
+	f := cachecontrol.Parse(md[cachecontrol.Header])
+	return f.Private || f.NoStore
 }

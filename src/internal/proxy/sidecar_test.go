@@ -72,6 +72,13 @@ type recorder struct {
 	requests  [proxy.RoutePeer + 1][]requestRecord // by route
 	backend   []backendRecord
 	peerCalls []peerRecord
+	freshness []string // the source of each shared answer's windows
+}
+
+func (r *recorder) ObserveFreshness(_, source string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freshness = append(r.freshness, source)
 }
 
 func (r *recorder) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {

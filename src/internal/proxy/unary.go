@@ -40,10 +40,17 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	}
 	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
+		var resp *Response
+		var err error
 		if cc, ok := o.owners.pick(key); ok && !c.Own() {
-			return p.invokeOwner(c.Context(), cc, method, sub, payload, md, key)
+			resp, err = p.invokeOwner(c.Context(), cc, method, sub, payload, md, key)
+		} else {
+			resp, err = p.invoke(c.Context(), method, sub, payload, md)
 		}
-		return p.invoke(c.Context(), method, sub, payload, md)
+		if err == nil && !resp.Private {
+			p.observer.ObserveFreshness(method, declare(resp, rule.Declared))
+		}
+		return resp, err
 	})
 	err = p.reply(ss, method, outcome, resp, err)
 	p.observer.ObserveRequest(o.calls, method, outcome.String(), callerCode(ctx, err))

@@ -141,6 +141,8 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		CacheTTL:              cfg.CacheTTL,
 		StaleWhileRevalidate:  cfg.StaleWhileRevalidate,
 		StaleIfError:          cfg.StaleIfError,
+		MaxTTL:                cfg.MaxTTL,
+		IgnoreCacheControl:    cfg.IgnoreCacheControl,
 		Timeout:               cfg.BackendTimeout,
 		CollapseMethods:       cfg.CollapseMethods,
 		CollapseMethodsSource: config.EnvName("collapse-methods"),

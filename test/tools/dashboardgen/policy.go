@@ -10,7 +10,8 @@ import (
 )
 
 // policyPanels returns the panels of the Policy row: what the policy decided
-// for each method and whether its file loaded.
+// for each method, whether its file loaded, and who set how long answers are
+// served.
 func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		methodRules(l.at(0, 0, 16, 8)),
@@ -38,6 +39,15 @@ func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 			TextMode(common.BigValueTextModeValueAndName).
 			Targets(queries(
 				instant(`sum by (result) (increase(collapser_policy_reloads_total[$__range] anchored))`, "{{result}}"),
+			)),
+		graph(48, "Answers/s by freshness source", l.at(0, 8, 24, 6), units.RequestsPerSecond).
+			Description(`Shared answers of collapsed unary calls by what set how long each is served: policy (the ` +
+				`rule's cacheTTL and stale windows: the answer declared nothing, or the rule ignores cache-control), ` +
+				`backend (the answer's own cache-control: max-age, s-maxage, stale-while-revalidate, ` +
+				`stale-if-error) and backend_capped (its cache-control cut to the rule's maxTTL: a backend asking ` +
+				`for longer than the policy allows).`).
+			Targets(queries(
+				series(`sum by (source) (rate(collapser_answer_freshness_total{method=~"$method"}[$__rate_interval]))`, "{{source}}"),
 			)),
 	}
 }

@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/collapser/collapser/src/internal/cachecontrol"
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/policy"
+)
+
+// Where the windows a unary answer is served for come from, as passed to
+// Observer.ObserveFreshness.
+const (
+	// FreshnessPolicy: the rule's own windows (the answer declares none, or
+	// the rule ignores what it declares).
+	FreshnessPolicy = "policy"
+	// FreshnessBackend: the answer's cache-control.
+	FreshnessBackend = "backend"
+	// FreshnessCapped: the answer's cache-control, cut to the rule's maxTTL.
+	FreshnessCapped = "backend_capped"
+)
+
+// FreshnessSources lists every source, for metrics that export each one up
+// front.
+var FreshnessSources = []string{FreshnessPolicy, FreshnessBackend, FreshnessCapped}
+
+// declare sets the windows resp, a successful answer, declares in its
+// cache-control, bounded by d (nil: the rule takes no declared windows),
+// and returns where the windows it is served for come from. Whether it may
+// be kept at all (private, no-store) its Private flag says already.
+func declare(resp *Response, d *policy.Declared) string {
+	if d == nil {
+		return FreshnessPolicy
+	}
+	f := cachecontrol.Parse(resp.Header[cachecontrol.Header], resp.Trailer[cachecontrol.Header])
+	if !f.Declared {
+		return FreshnessPolicy
+	}
+	capped := false
+	bound := func(w time.Duration) time.Duration {
+		if w > d.MaxTTL {
+			capped = true
+			return d.MaxTTL
+		}
+		return w
+	}
+	resp.windows = collapse.Windows{
+		TTL:                  bound(f.TTL),
+		StaleWhileRevalidate: bound(f.StaleWhileRevalidate),
+		StaleIfError:         bound(f.StaleIfError),
+	}
+	resp.declared = true
+	if capped {
+		return FreshnessCapped
+	}
+	return FreshnessBackend
+}
+
+// declaredWindows is collapse.Options.Declared for Responses.
+func declaredWindows(r *Response) (collapse.Windows, bool) {
+	return r.windows, r.declared
+}

@@ -1,0 +1,86 @@
+package proxy_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// declaring is a backend connection whose answers carry cacheControl in
+// their header, as a backend declaring its answers' freshness would send.
+type declaring struct {
+	grpc.ClientConnInterface
+	cacheControl string
+}
+
+func (d declaring) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	err := d.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+	for _, o := range opts {
+		if h, ok := o.(grpc.HeaderCallOption); ok {
+			*h.HeaderAddr = metadata.Join(*h.HeaderAddr, metadata.Pairs("cache-control", d.cacheControl))
+		}
+	}
+	return err
+}
+
+func TestUnary_AnswerDeclaresHowLongItIsServed(t *testing.T) {
+	// The rule keeps nothing (TTL 0): only a declared max-age keeps an answer.
+	inFlightOnly := policy.Defaults{Collapse: policy.Always, Timeout: testkit.DefaultTimeout}
+	ignoring, tinyMax := inFlightOnly, inFlightOnly
+	ignoring.IgnoreCacheControl = true
+	tinyMax.MaxTTL = time.Nanosecond // over by the second call
+	tests := []struct {
+		name         string
+		cacheControl string
+		defaults     policy.Defaults
+		wantCalls    int64    // the backend's own count for two calls in a row
+		wantSecond   string   // the second call's outcome
+		wantSources  []string // what set each shared answer's windows
+	}{
+		{"max-age keeps the answer", "max-age=60", inFlightOnly, 1, "cache_hit", []string{proxy.FreshnessBackend}},
+		{"nothing declared: the rule's windows", "", inFlightOnly, 2, "leader", []string{proxy.FreshnessPolicy, proxy.FreshnessPolicy}},
+		{"ignored", "max-age=3600", ignoring, 2, "leader", []string{proxy.FreshnessPolicy, proxy.FreshnessPolicy}},
+		{"cut to maxTTL", "max-age=60", tinyMax, 2, "leader", []string{proxy.FreshnessCapped, proxy.FreshnessCapped}},
+		{"no-store is private", "no-store, max-age=3600", inFlightOnly, 2, "leader", nil},
+		{"no-cache is private", "no-cache", inFlightOnly, 2, "leader", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startBackend(t, nil)
+			s := startSidecar(t, b.addr, sidecarConfig{
+				policy: &tt.defaults,
+				wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+					if tt.cacheControl == "" {
+						return cc
+					}
+					return declaring{cc, tt.cacheControl}
+				},
+			})
+			ctx := testkit.Context(t)
+			for range 2 {
+				if r := sayHello(ctx, s.client, "fresh", ""); r.err != nil {
+					t.Fatalf("SayHello: %v", r.err)
+				}
+			}
+			if got := b.sayHello.Load(); got != tt.wantCalls {
+				t.Errorf("backend calls = %d, want %d", got, tt.wantCalls)
+			}
+			if got := s.waitForRequests(t, 2); got[1].outcome != tt.wantSecond {
+				t.Errorf("second call served %q, want %q", got[1].outcome, tt.wantSecond)
+			}
+			s.observed.mu.Lock()
+			defer s.observed.mu.Unlock()
+			if !slices.Equal(s.observed.freshness, tt.wantSources) {
+				t.Errorf("freshness sources = %v, want %v", s.observed.freshness, tt.wantSources)
+			}
+		})
+	}
+}
