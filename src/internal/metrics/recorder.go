@@ -118,7 +118,7 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 		}, []string{"method", "outcome", "code"}),
 		freshness: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "collapser_answer_freshness_total",
-			Help: "Successful shared answers of collapsed unary calls, by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
+			Help: "Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
 		}, []string{"method", "source"}),
 		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
 			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",

@@ -374,7 +374,7 @@ func TestRecorder_FreshnessBySourceStartsAtZeroForCollapsedMethods(t *testing.T)
 	s.ObserveFreshness(sayHello, proxy.FreshnessBackend)
 	s.ObserveFreshness(sayHello, proxy.FreshnessCapped)
 	want := `
-# HELP collapser_answer_freshness_total Successful shared answers of collapsed unary calls, by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).
+# HELP collapser_answer_freshness_total Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).
 # TYPE collapser_answer_freshness_total counter
 collapser_answer_freshness_total{method="/hello.v1.Greeter/SayHello",source="backend"} 2
 collapser_answer_freshness_total{method="/hello.v1.Greeter/SayHello",source="backend_capped"} 1

@@ -38,6 +38,8 @@ type ruleSpec struct {
 	Stream               scalar    `yaml:"stream"`
 	MaxTTL               scalar    `yaml:"maxTTL"`
 	CacheControl         scalar    `yaml:"cacheControl"`
+	CacheCodes           *[]scalar `yaml:"cacheCodes"`
+	CacheCodesTTL        scalar    `yaml:"cacheCodesTTL"`
 }
 
 // scalar is one YAML scalar as written, with its line, so that validation
@@ -158,6 +160,23 @@ func parseCode(s string) (codes.Code, error) {
 		return 0, errors.New("want a gRPC status code name such as UNAVAILABLE or DEADLINE_EXCEEDED")
 	}
 	return c, nil
+}
+
+// failures are the codes that say a call failed rather than what its answer
+// is: the next call may well succeed, so they are never kept as answers.
+var failures = setOf([]codes.Code{
+	codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
+	codes.Aborted, codes.Internal, codes.Unavailable, codes.DataLoss,
+})
+
+// parseCacheCode reads a cacheCodes entry: a code that answers, such as
+// NOT_FOUND, and not one that says the call failed.
+func parseCacheCode(s string) (codes.Code, error) {
+	c, err := parseCode(s)
+	if err == nil && failures.has(c) {
+		err = fmt.Errorf("%s says the call failed, not what its answer is: it is never kept (want a code such as NOT_FOUND)", s)
+	}
+	return c, err
 }
 
 func parseBool(s string) (bool, error) {

@@ -132,6 +132,10 @@ type Rule struct {
 	// is served, in place of Call's windows; nil when it may not (the rule
 	// ignores it, or keeps no result). Shared by all calls: read only.
 	Declared *Declared
+	// Negative says which error answers of a unary method are kept, and for
+	// how long; nil when none are (the rule names no cacheCodes, or keeps no
+	// result). Shared by all calls: read only.
+	Negative *Negative
 	// Kind is what is known of the method's call kind.
 	Kind methodkind.Kind
 	// Source names the policy entry that decided: "default",
@@ -146,6 +150,18 @@ type Declared struct {
 	// stale-if-error.
 	MaxTTL time.Duration
 }
+
+// Negative says which error answers are kept as answers (negative caching):
+// the backend's NOT_FOUND is as much an answer as its OK.
+type Negative struct {
+	codes codeSet
+	// TTL is how long such an answer is served fresh, unless its own
+	// cache-control says otherwise (within Declared's bound).
+	TTL time.Duration
+}
+
+// Keeps reports whether an answer with code c is kept.
+func (n *Negative) Keeps(c codes.Code) bool { return n.codes.has(c) }
 
 // Defaults describe the default rule when no file does, and what a file's
 // default inherits. Zero durations are zero: take DefaultCacheTTL and
@@ -176,6 +192,8 @@ type settings struct {
 	ttl, swr, sie, tmo time.Duration
 	maxTTL             time.Duration
 	ignoreCC           bool
+	cacheCodes         codeSet
+	cacheCodesTTL      time.Duration // 0: the rule's ttl
 	codes              codeSet
 	finish             bool
 	stream             StreamMode
@@ -230,7 +248,7 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		field string
 		v     scalar
 		dst   *time.Duration
-	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}, {"maxTTL", r.MaxTTL, &s.maxTTL}} {
+	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}, {"maxTTL", r.MaxTTL, &s.maxTTL}, {"cacheCodesTTL", r.CacheCodesTTL, &s.cacheCodesTTL}} {
 		if !d.v.set {
 			continue
 		}
@@ -247,6 +265,14 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		for i, c := range *r.StaleIfErrorCodes {
 			if code, err := parseCode(c.value); valid(c, fmt.Sprintf("staleIfErrorCodes[%d]", i), err) {
 				s.codes.add(code)
+			}
+		}
+	}
+	if r.CacheCodes != nil {
+		s.cacheCodes = 0
+		for i, c := range *r.CacheCodes {
+			if code, err := parseCacheCode(c.value); valid(c, fmt.Sprintf("cacheCodes[%d]", i), err) {
+				s.cacheCodes.add(code)
 			}
 		}
 	}
@@ -275,6 +301,7 @@ type level struct {
 	cached   collapse.CallOptions // collapse and keep results
 	inflight collapse.CallOptions // collapse while in flight, keep nothing
 	declared *Declared            // how kept answers declare their windows; nil: they do not
+	negative *Negative            // which error answers are kept; nil: none
 }
 
 func compile(s settings) *level {
@@ -282,6 +309,10 @@ func compile(s settings) *level {
 	var declared *Declared
 	if !s.ignoreCC {
 		declared = &Declared{MaxTTL: s.maxTTL}
+	}
+	var negative *Negative
+	if s.cacheCodes != 0 {
+		negative = &Negative{codes: s.cacheCodes, TTL: cmp.Or(s.cacheCodesTTL, s.ttl)}
 	}
 	return &level{
 		settings: s,
@@ -291,6 +322,7 @@ func compile(s settings) *level {
 		},
 		inflight: collapse.CallOptions{Finish: s.finish, Timeout: s.tmo},
 		declared: declared,
+		negative: negative,
 	}
 }
 
@@ -426,7 +458,7 @@ func (p *Policy) Rule(method string, m methodkind.Method) Rule {
 	case l.collapse == Never:
 		r.Reason = ReasonPolicy
 	case l.collapse == Always || m.Idempotency == methodkind.NoSideEffects:
-		r.Action, r.Call, r.Declared = Collapse, &l.cached, l.declared
+		r.Action, r.Call, r.Declared, r.Negative = Collapse, &l.cached, l.declared, l.negative
 	case m.Idempotency == methodkind.Idempotent:
 		r.Action, r.Call = Collapse, &l.inflight
 	default:

@@ -196,6 +196,9 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"bad bool", "default:\n  finishAbandoned: yes\n", `default: finishAbandoned "yes": want true or false`},
 		{"bad stream", "default:\n  stream: record\n", `stream "record": want passthrough or replay`},
 		{"zero max TTL", "default:\n  maxTTL: 0s\n", `line 2: default: maxTTL "0s": must be positive`},
+		{"failure in cacheCodes", "default:\n  cacheCodes: [NOT_FOUND, UNAVAILABLE]\n", `line 2: default: cacheCodes[1] "UNAVAILABLE": UNAVAILABLE says the call failed, not what its answer is: it is never kept (want a code such as NOT_FOUND)`},
+		{"bad code in cacheCodes", "default:\n  cacheCodes: [not_found]\n", `cacheCodes[0] "not_found": want a gRPC status code name`},
+		{"bad cacheCodesTTL", "default:\n  cacheCodesTTL: soon\n", `cacheCodesTTL "soon": want a duration`},
 		{"bad cacheControl", "methods:\n  - name: /a.B/C\n    cacheControl: obey\n", `line 3: methods[0] (/a.B/C): cacheControl "obey": want honor or ignore`},
 		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
 		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},
@@ -258,6 +261,59 @@ methods:
 	ignoring.IgnoreCacheControl = true
 	if got := mustNew(t, ignoring, "").Rule("/a.B/C", noSideEffects).Declared; got != nil {
 		t.Errorf("defaults ignoring cache-control: Declared = %+v, want nil", got)
+	}
+}
+
+func TestPolicy_NegativeCachingIsOptInAndOnlyForKeptResults(t *testing.T) {
+	file := `
+default:
+  cacheTTL: 2s
+methods:
+  - name: a.Users/*
+    cacheCodes: [NOT_FOUND, PERMISSION_DENIED]
+  - name: /a.Users/Lookup
+    cacheCodesTTL: 30s
+  - name: /a.Users/Plain
+    cacheCodes: []
+`
+	p := mustNew(t, defaults, file)
+	tests := []struct {
+		method  string
+		m       methodkind.Method
+		keeps   []codes.Code // nil: no Negative at all
+		ttl     time.Duration
+		refuses codes.Code
+	}{
+		{"/a.Users/Get", noSideEffects, []codes.Code{codes.NotFound, codes.PermissionDenied}, 2 * time.Second, codes.InvalidArgument},
+		{"/a.Users/Lookup", noSideEffects, []codes.Code{codes.NotFound}, 30 * time.Second, codes.Unavailable},
+		{"/a.Users/Plain", noSideEffects, nil, 0, 0},
+		{"/a.Other/Get", noSideEffects, nil, 0, 0},
+		// Collapsed in flight only: no answer of it is kept, errors included.
+		{"/a.Users/Put", idempotent, nil, 0, 0},
+	}
+	for _, tt := range tests {
+		n := p.Rule(tt.method, tt.m).Negative
+		if tt.keeps == nil {
+			if n != nil {
+				t.Errorf("Rule(%s).Negative = %+v, want nil", tt.method, n)
+			}
+			continue
+		}
+		if n == nil {
+			t.Errorf("Rule(%s).Negative = nil, want one keeping %v", tt.method, tt.keeps)
+			continue
+		}
+		for _, c := range tt.keeps {
+			if !n.Keeps(c) {
+				t.Errorf("Rule(%s).Negative.Keeps(%v) = false", tt.method, c)
+			}
+		}
+		if n.Keeps(tt.refuses) || n.Keeps(codes.OK) {
+			t.Errorf("Rule(%s).Negative keeps %v or OK", tt.method, tt.refuses)
+		}
+		if n.TTL != tt.ttl {
+			t.Errorf("Rule(%s).Negative.TTL = %v, want %v", tt.method, n.TTL, tt.ttl)
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package proxy
 import (
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/collapser/collapser/src/internal/cachecontrol"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/policy"
@@ -24,10 +26,30 @@ const (
 // front.
 var FreshnessSources = []string{FreshnessPolicy, FreshnessBackend, FreshnessCapped}
 
-// declare sets the windows resp, a successful answer, declares in its
+// answer is what the group is given of a backend call that produced resp
+// and err: a success, or an error the rule keeps as an answer (negative
+// caching, served for the rule's TTL of such answers) as a value that is
+// shared and may be kept, with the windows its cache-control declares; any
+// other error as it is, never kept. Each caller's reply still carries the
+// answer's status.
+func (p *Proxy) answer(method string, rule policy.Rule, resp *Response, err error) (*Response, error) {
+	if err != nil {
+		if resp == nil || rule.Negative == nil || !rule.Negative.Keeps(status.Code(resp.Err)) {
+			return resp, err
+		}
+		resp.windows, resp.declared = collapse.Windows{TTL: rule.Negative.TTL}, true
+	}
+	if !resp.Private {
+		p.observer.ObserveFreshness(method, declare(resp, rule.Declared))
+	}
+	return resp, nil
+}
+
+// declare sets the windows resp, a shareable answer, declares in its
 // cache-control, bounded by d (nil: the rule takes no declared windows),
-// and returns where the windows it is served for come from. Whether it may
-// be kept at all (private, no-store) its Private flag says already.
+// and returns where the windows it is served for come from; an answer that
+// declares nothing keeps the windows it has. Whether it may be kept at all
+// (private, no-store) its Private flag says already.
 func declare(resp *Response, d *policy.Declared) string {
 	if d == nil {
 		return FreshnessPolicy

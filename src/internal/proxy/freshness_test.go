@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
@@ -80,6 +84,76 @@ func TestUnary_AnswerDeclaresHowLongItIsServed(t *testing.T) {
 			defer s.observed.mu.Unlock()
 			if !slices.Equal(s.observed.freshness, tt.wantSources) {
 				t.Errorf("freshness sources = %v, want %v", s.observed.freshness, tt.wantSources)
+			}
+		})
+	}
+}
+
+// answering is a backend connection that makes the real call, then answers
+// with status st and a trailer, as a backend whose record is missing would.
+type answering struct {
+	grpc.ClientConnInterface
+	st *status.Status
+}
+
+func (a answering) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if err := a.ClientConnInterface.Invoke(ctx, method, args, reply, opts...); err != nil {
+		return err
+	}
+	for _, o := range opts {
+		if tr, ok := o.(grpc.TrailerCallOption); ok {
+			*tr.TrailerAddr = metadata.Pairs("x-missing", "user 42")
+		}
+	}
+	return a.st.Err()
+}
+
+func TestUnary_NegativeCachingKeepsTheErrorsTheRuleNames(t *testing.T) {
+	notFound, err := status.New(codes.NotFound, "no user 42").WithDetails(&errdetails.ResourceInfo{ResourceType: "user", ResourceName: "42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invalid := status.New(codes.InvalidArgument, "bad name")
+	keepsNotFound := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}
+	file := "default:\n  cacheCodes: [NOT_FOUND]\n"
+	tests := []struct {
+		name       string
+		st         *status.Status
+		policyFile string
+		wantCalls  int64  // the backend's own count for two calls in a row
+		wantSecond string // the second call's outcome
+	}{
+		{"a named code is kept", notFound, file, 1, "cache_hit"},
+		{"no cacheCodes: never kept", notFound, "", 2, "leader"},
+		{"another code: never kept", invalid, file, 2, "leader"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startBackend(t, nil)
+			s := startSidecar(t, b.addr, sidecarConfig{
+				policy:      &keepsNotFound,
+				policyFile:  tt.policyFile,
+				wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface { return answering{cc, tt.st} },
+			})
+			ctx := testkit.Context(t)
+			for i := range 2 {
+				r := sayHello(ctx, s.client, "missing", "")
+				got := status.Convert(r.err)
+				// Every caller gets the backend's status as it was sent:
+				// code, message, details, and its trailer.
+				if !proto.Equal(got.Proto(), tt.st.Proto()) {
+					t.Errorf("call %d: status %v, want %v", i, got.Proto(), tt.st.Proto())
+				}
+				if v := r.trailer.Get("x-missing"); len(v) != 1 || v[0] != "user 42" {
+					t.Errorf("call %d: trailer x-missing = %q, want [user 42]", i, v)
+				}
+			}
+			if got := b.sayHello.Load(); got != tt.wantCalls {
+				t.Errorf("backend calls = %d, want %d", got, tt.wantCalls)
+			}
+			got := s.waitForRequests(t, 2)
+			if got[1].outcome != tt.wantSecond || got[1].code != tt.st.Code() {
+				t.Errorf("second call observed %+v, want outcome %q and code %v", got[1], tt.wantSecond, tt.st.Code())
 			}
 		})
 	}

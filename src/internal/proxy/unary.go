@@ -47,10 +47,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		} else {
 			resp, err = p.invoke(c.Context(), method, sub, payload, md)
 		}
-		if err == nil && !resp.Private {
-			p.observer.ObserveFreshness(method, declare(resp, rule.Declared))
-		}
-		return resp, err
+		return p.answer(method, rule, resp, err)
 	})
 	err = p.reply(ss, method, outcome, resp, err)
 	p.observer.ObserveRequest(o.calls, method, outcome.String(), callerCode(ctx, err))
