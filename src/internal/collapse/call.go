@@ -80,7 +80,8 @@ var ended = func() context.Context {
 }()
 
 // Own reports whether the call is one caller's own, not shared: the call
-// it joined produced a private value (Options.Private), so it makes its own.
+// it joined produced a private value (Options.Private), or it did not wait
+// for it (CallOptions.MaxWaiters, WaitTimeout).
 func (c *Call) Own() bool {
 	return c.own
 }

@@ -60,8 +60,9 @@ const (
 	answerStale                 // val is prev's, served because the call failed
 )
 
-// leave counts the leader out of the callers waiting for e's call, when its
-// context ended during the call.
+// leave counts a caller out of the callers waiting for e's call (the leader
+// whose context ended during the call, or a follower that stops waiting),
+// and abandons the call when it was the last.
 func (e *entry[V]) leave() {
 	if e.waiting.Add(-1) == 0 {
 		e.shard.group.abandon(e)

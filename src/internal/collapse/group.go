@@ -105,9 +105,9 @@ func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn fun
 			s.mu.RUnlock()
 			return v, Stale, nil
 		}
-		e.waiting.Add(1) // under the read lock: abandon cannot run meanwhile
+		n := e.waiting.Add(1) // under the read lock: abandon cannot run meanwhile
 		s.mu.RUnlock()
-		return g.join(ctx, e, fn)
+		return g.join(ctx, e, n, fn)
 	}
 	s.mu.RUnlock()
 	return g.doLocked(ctx, s, key, now, opts, fn)
@@ -149,9 +149,9 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 			s.mu.Unlock()
 			return v, Stale, nil
 		}
-		e.waiting.Add(1)
+		n := e.waiting.Add(1)
 		s.mu.Unlock()
-		return g.join(ctx, e, fn)
+		return g.join(ctx, e, n, fn)
 	}
 	e = g.newEntry(s, key, opts, fn, prev)
 	e.waiting.Store(1)
@@ -194,46 +194,64 @@ func (g *Group[V]) newEntry(s *shard[V], key string, opts *CallOptions, fn func(
 	}
 }
 
-// join waits for e's call as a follower, and makes a call of its own with fn
-// when e's value turns out private.
-func (g *Group[V]) join(ctx context.Context, e *entry[V], fn func(*Call) (V, error)) (V, Outcome, error) {
+// join waits for e's call as a follower, the n-th caller counted in
+// e.waiting, and makes a call of its own with fn when e's waiting list is
+// full, its wait times out or e's value turns out private.
+func (g *Group[V]) join(ctx context.Context, e *entry[V], n int32, fn func(*Call) (V, error)) (V, Outcome, error) {
+	if m := e.opts.MaxWaiters; m > 0 && n > int32(m)+1 {
+		e.leave()
+		return g.own(ctx, e, Own, fn)
+	}
 	v, o, err := g.wait(ctx, e, Join)
-	if o != Private {
+	if o != Private && o != Own {
 		return v, o, err
 	}
+	return g.own(ctx, e, o, fn)
+}
+
+// own makes a call of the caller's own with fn, for outcome o: nobody
+// shares it and its result is never kept.
+func (g *Group[V]) own(ctx context.Context, e *entry[V], o Outcome, fn func(*Call) (V, error)) (V, Outcome, error) {
 	if err := g.acquire(ctx); err != nil {
 		var zero V
-		return zero, Private, err
+		return zero, o, err
 	}
 	defer g.release()
 	c := Call{parent: ctx, timeout: e.opts.Timeout, own: true}
-	v, err = protect(&c, fn)
-	return v, Private, err
+	v, err := protect(&c, fn)
+	return v, o, err
 }
 
-// wait blocks until e's call completes or ctx ends, whichever is first, and
-// returns what the caller gets: e's value with outcome o, a stale value, or
-// Private when e's value may not be shared (the caller decides what that
-// means for it). The caller has counted itself in e.waiting.
+// wait blocks until e's call completes, ctx ends or the wait times out
+// (WaitTimeout), whichever is first, and returns what the caller gets: e's
+// value with outcome o, a stale value, Private when e's value may not be
+// shared, or Own when the wait timed out (the caller decides what those
+// mean for it). The caller has counted itself in e.waiting.
 func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (V, Outcome, error) {
 	g.waiters.Add(1)
 	defer g.waiters.Add(-1)
+	var timeout <-chan time.Time
+	if d := e.opts.WaitTimeout; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var zero V
 	select {
 	case <-e.done:
 		e.waiting.Add(-1)
 		switch e.answer {
 		case answerPrivate:
-			var zero V
 			return zero, Private, nil
 		case answerStale:
 			return e.val, StaleOnError, nil
 		}
 		return e.val, o, e.err
+	case <-timeout:
+		e.leave()
+		return zero, Own, nil
 	case <-ctx.Done():
-		if e.waiting.Add(-1) == 0 {
-			g.abandon(e)
-		}
-		var zero V
+		e.leave()
 		return zero, o, ctx.Err()
 	}
 }

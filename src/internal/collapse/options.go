@@ -102,6 +102,14 @@ type CallOptions struct {
 	// Timeout bounds the call, its wait for a slot (Options.MaxCalls)
 	// included; 0: no bound.
 	Timeout time.Duration
+	// MaxWaiters bounds the callers waiting for one key's call besides its
+	// leader: one more makes a call of its own (Own), never kept, rather
+	// than wait; 0: no bound.
+	MaxWaiters int
+	// WaitTimeout bounds how long a caller waits for a call it joined: then
+	// it makes a call of its own (Own), never kept, as nginx's
+	// proxy_cache_lock_timeout lets a request go; 0: no bound.
+	WaitTimeout time.Duration
 }
 
 // windows returns the windows of the results of calls with these options.
@@ -128,10 +136,14 @@ const (
 	// Private means the call this caller joined produced a private value,
 	// so it made a call of its own.
 	Private
+	// Own means this caller made a call of its own rather than wait: the
+	// key's waiting list was full (MaxWaiters), or its wait timed out
+	// (WaitTimeout).
+	Own
 )
 
 // String returns the outcome's metric label: "leader", "joined",
-// "cache_hit", "stale", "stale_on_error" or "private".
+// "cache_hit", "stale", "stale_on_error", "private" or "own".
 func (o Outcome) String() string {
 	switch o {
 	case Lead:
@@ -146,12 +158,14 @@ func (o Outcome) String() string {
 		return "stale_on_error"
 	case Private:
 		return "private"
+	case Own:
+		return "own"
 	}
 	return "unknown"
 }
 
 // Outcomes lists every Outcome, for metrics that export each one up front.
-var Outcomes = []Outcome{Lead, Join, Hit, Stale, StaleOnError, Private}
+var Outcomes = []Outcome{Lead, Join, Hit, Stale, StaleOnError, Private, Own}
 
 // Stats is a snapshot of a Group's state, for gauges.
 type Stats struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,8 @@ type ruleSpec struct {
 	CacheControl         scalar    `yaml:"cacheControl"`
 	CacheCodes           *[]scalar `yaml:"cacheCodes"`
 	CacheCodesTTL        scalar    `yaml:"cacheCodesTTL"`
+	MaxWaiters           scalar    `yaml:"maxWaiters"`
+	WaitTimeout          scalar    `yaml:"waitTimeout"`
 }
 
 // scalar is one YAML scalar as written, with its line, so that validation
@@ -177,6 +180,15 @@ func parseCacheCode(s string) (codes.Code, error) {
 		err = fmt.Errorf("%s says the call failed, not what its answer is: it is never kept (want a code such as NOT_FOUND)", s)
 	}
 	return c, err
+}
+
+// parseCount reads a non-negative whole number.
+func parseCount(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a whole number, 0 or more")
+	}
+	return n, nil
 }
 
 func parseBool(s string) (bool, error) {

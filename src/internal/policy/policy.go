@@ -194,6 +194,8 @@ type settings struct {
 	ignoreCC           bool
 	cacheCodes         codeSet
 	cacheCodesTTL      time.Duration // 0: the rule's ttl
+	maxWaiters         int
+	waitTimeout        time.Duration
 	codes              codeSet
 	finish             bool
 	stream             StreamMode
@@ -248,7 +250,7 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		field string
 		v     scalar
 		dst   *time.Duration
-	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}, {"maxTTL", r.MaxTTL, &s.maxTTL}, {"cacheCodesTTL", r.CacheCodesTTL, &s.cacheCodesTTL}} {
+	}{{"cacheTTL", r.CacheTTL, &s.ttl}, {"staleWhileRevalidate", r.StaleWhileRevalidate, &s.swr}, {"staleIfError", r.StaleIfError, &s.sie}, {"timeout", r.Timeout, &s.tmo}, {"maxTTL", r.MaxTTL, &s.maxTTL}, {"cacheCodesTTL", r.CacheCodesTTL, &s.cacheCodesTTL}, {"waitTimeout", r.WaitTimeout, &s.waitTimeout}} {
 		if !d.v.set {
 			continue
 		}
@@ -266,6 +268,11 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 			if code, err := parseCode(c.value); valid(c, fmt.Sprintf("staleIfErrorCodes[%d]", i), err) {
 				s.codes.add(code)
 			}
+		}
+	}
+	if r.MaxWaiters.set {
+		if n, err := parseCount(r.MaxWaiters.value); valid(r.MaxWaiters, "maxWaiters", err) {
+			s.maxWaiters = n
 		}
 	}
 	if r.CacheCodes != nil {
@@ -318,9 +325,9 @@ func compile(s settings) *level {
 		settings: s,
 		cached: collapse.CallOptions{
 			TTL: s.ttl, StaleWhileRevalidate: s.swr, StaleIfError: s.sie, StaleOn: staleOn,
-			Finish: s.finish, Timeout: s.tmo,
+			Finish: s.finish, Timeout: s.tmo, MaxWaiters: s.maxWaiters, WaitTimeout: s.waitTimeout,
 		},
-		inflight: collapse.CallOptions{Finish: s.finish, Timeout: s.tmo},
+		inflight: collapse.CallOptions{Finish: s.finish, Timeout: s.tmo, MaxWaiters: s.maxWaiters, WaitTimeout: s.waitTimeout},
 		declared: declared,
 		negative: negative,
 	}

@@ -147,12 +147,15 @@ default:
   staleIfError: 30s
   finishAbandoned: true
   timeout: 3s
+  maxWaiters: 100
+  waitTimeout: 1s
 methods:
   - name: /a.B/Codes
     staleIfErrorCodes: [INTERNAL]
 `)
 	c := p.Rule("/a.B/Get", noSideEffects).Call
-	if c.TTL != DefaultCacheTTL || c.StaleWhileRevalidate != 2*time.Second || c.StaleIfError != 30*time.Second || !c.Finish || c.Timeout != 3*time.Second {
+	if c.TTL != DefaultCacheTTL || c.StaleWhileRevalidate != 2*time.Second || c.StaleIfError != 30*time.Second || !c.Finish || c.Timeout != 3*time.Second ||
+		c.MaxWaiters != 100 || c.WaitTimeout != time.Second {
 		t.Errorf("call options = %+v", c)
 	}
 	stale := func(c *collapse.CallOptions, err error) bool { return c.StaleOn(err) }
@@ -174,7 +177,8 @@ methods:
 			t.Errorf("%s StaleOn(%v) = %v, want %v", tt.method, tt.err, got, tt.want)
 		}
 	}
-	if c := p.Rule("/a.B/Put", idempotent).Call; c.TTL != 0 || c.StaleWhileRevalidate != 0 || c.StaleIfError != 0 || c.Timeout != 3*time.Second {
+	if c := p.Rule("/a.B/Put", idempotent).Call; c.TTL != 0 || c.StaleWhileRevalidate != 0 || c.StaleIfError != 0 || c.Timeout != 3*time.Second ||
+		c.MaxWaiters != 100 || c.WaitTimeout != time.Second {
 		t.Errorf("idempotent call options keep results: %+v", c)
 	}
 }
@@ -199,6 +203,8 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"failure in cacheCodes", "default:\n  cacheCodes: [NOT_FOUND, UNAVAILABLE]\n", `line 2: default: cacheCodes[1] "UNAVAILABLE": UNAVAILABLE says the call failed, not what its answer is: it is never kept (want a code such as NOT_FOUND)`},
 		{"bad code in cacheCodes", "default:\n  cacheCodes: [not_found]\n", `cacheCodes[0] "not_found": want a gRPC status code name`},
 		{"bad cacheCodesTTL", "default:\n  cacheCodesTTL: soon\n", `cacheCodesTTL "soon": want a duration`},
+		{"negative maxWaiters", "default:\n  maxWaiters: -1\n", `line 2: default: maxWaiters "-1": want a whole number, 0 or more`},
+		{"bad waitTimeout", "methods:\n  - name: /a.B/C\n    waitTimeout: -2s\n", `line 3: methods[0] (/a.B/C): waitTimeout "-2s": must not be negative`},
 		{"bad cacheControl", "methods:\n  - name: /a.B/C\n    cacheControl: obey\n", `line 3: methods[0] (/a.B/C): cacheControl "obey": want honor or ignore`},
 		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
 		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},

@@ -47,6 +47,9 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		} else {
 			resp, err = p.invoke(c.Context(), method, sub, payload, md)
 		}
+		if c.Own() {
+			return resp, err // for this caller alone: nothing to share or keep
+		}
 		return p.answer(method, rule, resp, err)
 	})
 	err = p.reply(ss, method, outcome, resp, err)

@@ -14,7 +14,8 @@ func ratesPanels(l *layout) []cog.Builder[dashboard.Panel] {
 		graph(5, "Requests/s by outcome", l.at(0, 0, 12, 8), units.RequestsPerSecond).
 			Description(`How unary and passed-through requests were served: leader (started the one backend call), ` +
 				`joined (waited for a call in flight), cache_hit (served from the short result cache), ` +
-				`stale and stale_on_error, private (made its own call), passthrough (streaming or unknown ` +
+				`stale and stale_on_error, private (made its own call: the one it joined answered privately), own (made ` +
+				`its own call rather than wait: maxWaiters, waitTimeout), passthrough (streaming or unknown ` +
 				`methods) and error (failed before a path was chosen). Replayed streams: Stream requests/s ` +
 				`by outcome.`).
 			Targets(queries(
