@@ -57,7 +57,7 @@ func (g *Group[V]) complete(e *entry[V]) {
 		if e.prev != nil {
 			g.evict(s, e.prev) // clears e.prev
 		}
-		if !keep || !g.admit(s, e, size, now, w) {
+		if !keep || e.detached || !g.admit(s, e, size, now, w) {
 			g.unlink(s, e)
 		}
 	default:

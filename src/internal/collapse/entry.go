@@ -10,8 +10,10 @@ import "sync/atomic"
 // caller left first, out of the map while its cancelled call ends (then
 // done). A later call for the key is a new entry that points at the held one
 // as prev, so the result can be served stale meanwhile and replaced, or
-// given back the key, when the call ends. A held entry keeps nothing of the
-// call that made it: its answer, its key and its windows.
+// given back the key, when the call ends. A purge may detach a flying
+// entry: out of the map, it answers its waiters and keeps nothing. A held
+// entry keeps nothing of the call that made it: its answer, its key and its
+// windows.
 type entry[V any] struct {
 	key   string
 	shard *shard[V]
@@ -32,13 +34,14 @@ type entry[V any] struct {
 	answer answer // what val is to the waiters
 
 	// Guarded by shard.mu.
-	state  state
-	prev   *entry[V] // while flying: the key's earlier result, if held
-	fresh  int64     // served as a hit before this (nanoseconds since the Group's epoch)
-	swrEnd int64     // served stale while refreshing before this
-	sieEnd int64     // served instead of an error before this
-	size   int64     // what it counts against Limits.MaxBytes
-	index  int       // in the shard's heap; -1 when not held
+	state    state
+	detached bool      // a purge took the key from its call in flight: its result is not kept
+	prev     *entry[V] // while flying: the key's earlier result, if held
+	fresh    int64     // served as a hit before this (nanoseconds since the Group's epoch)
+	swrEnd   int64     // served stale while refreshing before this
+	sieEnd   int64     // served instead of an error before this
+	size     int64     // what it counts against Limits.MaxBytes
+	index    int       // in the shard's heap; -1 when not held
 }
 
 // state is where an entry is in its life.

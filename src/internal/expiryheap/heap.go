@@ -31,6 +31,9 @@ func (h *Heap[T]) First() T { return h.items[0] }
 // Push adds x.
 func (h *Heap[T]) Push(x T) { heap.Push(&h.items, x) }
 
+// Fix restores x's place after its expiry changed; the Heap must hold x.
+func (h *Heap[T]) Fix(x T) { heap.Fix(&h.items, *x.HeapIndex()) }
+
 // Remove takes out x, which the Heap holds, and sets its index to -1.
 func (h *Heap[T]) Remove(x T) { heap.Remove(&h.items, *x.HeapIndex()) }
 

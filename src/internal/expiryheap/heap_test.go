@@ -46,3 +46,21 @@ func TestHeap_FirstToExpireFirstAndRemovalFromAnywhere(t *testing.T) {
 		t.Errorf("Len() = %d after removing everything, want 0", h.Len())
 	}
 }
+
+func TestHeap_FixMovesAnItemWhoseExpiryChanged(t *testing.T) {
+	var h expiryheap.Heap[*item]
+	items := []*item{{expires: 1}, {expires: 2}, {expires: 3}}
+	for _, it := range items {
+		h.Push(it)
+	}
+	items[2].expires = 0
+	h.Fix(items[2])
+	if h.First() != items[2] {
+		t.Fatalf("First() expires %d, want the item moved to 0", h.First().expires)
+	}
+	items[2].expires = 9
+	h.Fix(items[2])
+	if h.First() != items[0] {
+		t.Fatalf("First() expires %d, want 1 after the item moved back", h.First().expires)
+	}
+}
