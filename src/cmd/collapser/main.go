@@ -46,27 +46,52 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	grpcLis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen for gRPC: %w", err)
+		return err
 	}
-	metricsLis, err := net.Listen("tcp", cfg.MetricsListen)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("listen for metrics: %w", err)
+	extra := ""
+	if lis.Admin != nil {
+		extra += fmt.Sprintf(", admin on %s", lis.Admin.Addr())
 	}
-	lis := sidecar.Listeners{GRPC: grpcLis, Metrics: metricsLis}
-	peering := ""
-	if cfg.Peers != "" {
-		if lis.Peer, err = net.Listen("tcp", cfg.PeerListen); err != nil {
-			grpcLis.Close()
-			metricsLis.Close()
-			return fmt.Errorf("listen for peers: %w", err)
-		}
-		peering = fmt.Sprintf(", peers %s on %s", cfg.Peers, lis.Peer.Addr())
+	if lis.Peer != nil {
+		extra += fmt.Sprintf(", peers %s on %s", cfg.Peers, lis.Peer.Addr())
 	}
-	fmt.Fprintf(stderr, "collapser: serving gRPC on %s, metrics on %s, backend %s%s\n", grpcLis.Addr(), metricsLis.Addr(), cfg.Backend, peering)
+	fmt.Fprintf(stderr, "collapser: serving gRPC on %s, metrics on %s, backend %s%s\n", lis.GRPC.Addr(), lis.Metrics.Addr(), cfg.Backend, extra)
 	return s.Serve(ctx, lis)
+}
+
+// listen opens the sidecar's listeners: gRPC, metrics, the admin service's
+// unless --admin-listen is empty, and the peers' with --peers. On an error
+// it closes those it opened.
+func listen(cfg config.Settings) (sidecar.Listeners, error) {
+	var lis sidecar.Listeners
+	var opened []net.Listener
+	open := func(what, addr string, to *net.Listener) error {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen for %s: %w", what, err)
+		}
+		*to = l
+		opened = append(opened, l)
+		return nil
+	}
+	err := open("gRPC", cfg.Listen, &lis.GRPC)
+	if err == nil {
+		err = open("metrics", cfg.MetricsListen, &lis.Metrics)
+	}
+	if err == nil && cfg.AdminListen != "" {
+		err = open("the admin service", cfg.AdminListen, &lis.Admin)
+	}
+	if err == nil && cfg.Peers != "" {
+		err = open("peers", cfg.PeerListen, &lis.Peer)
+	}
+	if err != nil {
+		for _, l := range opened {
+			l.Close()
+		}
+	}
+	return lis, err
 }
 
 // setGoMemoryLimit gives the Go runtime the soft memory limit the container's

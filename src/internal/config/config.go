@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/command"
 	"github.com/collapser/collapser/src/internal/envflag"
@@ -31,14 +32,21 @@ const EnvPrefix = "COLLAPSER_"
 
 // Settings are the sidecar's settings: flags over environment variables over defaults.
 type Settings struct {
-	Listen          string        // gRPC address callers use
-	Backend         string        // the backend's gRPC address
-	MetricsListen   string        // address of the Prometheus /metrics endpoint
-	Peers           string        // gRPC target of the other replicas; "" for none
-	PeerListen      string        // address of the listener for peers' calls
-	PolicyFile      string        // path of the per-method policy file; "" for none
-	DefaultCollapse policy.Mode   // the default rule's collapse mode
-	CacheTTL        time.Duration // the default rule's TTL; 0: collapse in flight only
+	Listen        string // gRPC address callers use
+	Backend       string // the backend's gRPC address
+	MetricsListen string // address of the Prometheus /metrics endpoint
+	Peers         string // gRPC target of the other replicas; "" for none
+	PeerListen    string // address of the listener for peers' calls
+	AdminListen   string // address of the admin service's listener; "" for none
+	// AdminAllowRemote lets callers from other addresses than loopback purge.
+	AdminAllowRemote bool
+	// TagsHeader is the response header answers name their tags in; ""
+	// for none. ForwardTagsHeader passes it on to callers.
+	TagsHeader        string
+	ForwardTagsHeader bool
+	PolicyFile        string        // path of the per-method policy file; "" for none
+	DefaultCollapse   policy.Mode   // the default rule's collapse mode
+	CacheTTL          time.Duration // the default rule's TTL; 0: collapse in flight only
 	// StaleWhileRevalidate and StaleIfError are the default rule's stale windows.
 	StaleWhileRevalidate time.Duration
 	StaleIfError         time.Duration
@@ -81,6 +89,8 @@ func Default() Settings {
 		Backend:         "localhost:50051",
 		MetricsListen:   ":2112",
 		PeerListen:      peers.DefaultListen,
+		AdminListen:     admin.DefaultListen,
+		TagsHeader:      proxy.DefaultTagsHeader,
 		DefaultCollapse: policy.Auto,
 		CacheTTL:        policy.DefaultCacheTTL,
 		MaxTTL:          policy.DefaultMaxTTL,
@@ -147,6 +157,10 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
 	fs.StringVar(&c.Peers, "peers", "", "gRPC `target` of every replica, this one included (dns:///name:port, or host:port,host:port): each key's calls are made by its owner; empty: no peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
+	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges), loopback by default so that only the pod's own containers reach it; empty: none")
+	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service")
+	fs.StringVar(&c.TagsHeader, "tags-header", c.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")
+	fs.BoolVar(&c.ForwardTagsHeader, "forward-tags-header", false, "pass the tags header on to callers instead of taking it out of the answer")
 	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
 	fs.Var(collapseValue{&c.DefaultCollapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
@@ -256,7 +270,11 @@ func (c Settings) validate() error {
 			errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, EnvName(flagName), fmt.Sprintf(format, args...)))
 		}
 	}
-	for _, a := range []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}, {"peer-listen", c.PeerListen}} {
+	addrs := []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}, {"peer-listen", c.PeerListen}}
+	if c.AdminListen != "" {
+		addrs = append(addrs, struct{ flag, addr string }{"admin-listen", c.AdminListen})
+	}
+	for _, a := range addrs {
 		_, _, err := net.SplitHostPort(a.addr)
 		check(err == nil, a.flag, "%q is not host:port", a.addr)
 	}

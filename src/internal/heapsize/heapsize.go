@@ -114,10 +114,17 @@ func MD(md metadata.MD) int64 {
 	}
 	n := Map(len(md), mdSlot)
 	for k, vs := range md {
-		n += String(k) + Of(cap(vs)*stringHeader)
-		for _, v := range vs {
-			n += String(v)
-		}
+		n += String(k) + Strings(vs)
+	}
+	return n
+}
+
+// Strings returns what ss holds: its backing array, at its capacity, and
+// every string's bytes.
+func Strings(ss []string) int64 {
+	n := Of(cap(ss) * stringHeader)
+	for _, s := range ss {
+		n += String(s)
 	}
 	return n
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
@@ -48,7 +49,7 @@ type Sources struct {
 }
 
 // Recorder records the sidecar's request, backend call and policy metrics.
-// It implements proxy.Observer and policy.ReloadObserver. Its methods are
+// It implements proxy.Observer, policy.ReloadObserver and admin.Observer. Its methods are
 // safe for concurrent use.
 type Recorder struct {
 	sources         Sources
@@ -63,6 +64,8 @@ type Recorder struct {
 	peerRequests    *prometheus.CounterVec
 	streamRequests  *prometheus.CounterVec
 	freshness       *prometheus.CounterVec
+	purges          *prometheus.CounterVec
+	purgedEntries   *prometheus.CounterVec
 
 	ruleInfo, inFlight, queued, waiters, entries, bytes  *prometheus.Desc
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
@@ -120,6 +123,14 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 			Name: "collapser_answer_freshness_total",
 			Help: "Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
 		}, []string{"method", "source"}),
+		purges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_purges_total",
+			Help: "Purge requests to the admin service, by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback).",
+		}, []string{"kind", "mode", "result"}),
+		purgedEntries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collapser_purged_entries_total",
+			Help: "Answers the admin service's purges took back from the cache, by kind (request, method, tag) and mode (hard: gone; soft: stale from now).",
+		}, []string{"kind", "mode"}),
 		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
 			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
 			[]string{"method", "action", "reason"}, nil),
@@ -135,6 +146,13 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 	}
 	for _, result := range []string{"success", "failure"} {
 		s.reloads.WithLabelValues(result)
+	}
+	// Purges start at 0, so that the first one is a rise a rate() sees.
+	for _, kind := range []string{admin.KindRequest, admin.KindMethod, admin.KindTag} {
+		for _, mode := range []string{"hard", "soft"} {
+			s.purges.WithLabelValues(kind, mode, admin.ResultOK)
+			s.purgedEntries.WithLabelValues(kind, mode)
+		}
 	}
 	s.reloadOK.Set(1) // the sidecar started on the file's content
 	if err := reg.Register(s); err != nil {
@@ -192,6 +210,19 @@ func (s *Recorder) ObserveFreshness(method, source string) {
 	s.freshness.WithLabelValues(s.methods.label(method), source).Inc()
 }
 
+// ObservePurge counts one purge request of kind (admin.KindRequest, ...),
+// hard or soft, with its result, and the answers it took back.
+func (s *Recorder) ObservePurge(kind string, soft bool, result string, entries int) {
+	mode := "hard"
+	if soft {
+		mode = "soft"
+	}
+	s.purges.WithLabelValues(kind, mode, result).Inc()
+	if entries > 0 {
+		s.purgedEntries.WithLabelValues(kind, mode).Add(float64(entries))
+	}
+}
+
 // ObservePolicyReload counts one reload of a changed policy file.
 func (s *Recorder) ObservePolicyReload(ok bool) {
 	if ok {
@@ -215,6 +246,8 @@ func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
 	s.peerRequests.Describe(ch)
 	s.streamRequests.Describe(ch)
 	s.freshness.Describe(ch)
+	s.purges.Describe(ch)
+	s.purgedEntries.Describe(ch)
 	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes, s.liveStreams, s.heldStreams, s.streamReaders, s.streamBytes} {
 		ch <- d
 	}
@@ -249,6 +282,8 @@ func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 	s.peerRequests.Collect(ch)
 	s.streamRequests.Collect(ch)
 	s.freshness.Collect(ch)
+	s.purges.Collect(ch)
+	s.purgedEntries.Collect(ch)
 
 	st := s.sources.Stats()
 	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(st.InFlight))

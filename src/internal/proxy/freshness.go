@@ -42,6 +42,9 @@ func (p *Proxy) answer(method string, rule policy.Rule, resp *Response, err erro
 	if !resp.Private {
 		p.observer.ObserveFreshness(method, declare(resp, rule.Declared))
 	}
+	if resp.tags.overflow {
+		resp.windows, resp.declared = collapse.Windows{}, true // shared, never kept
+	}
 	return resp, nil
 }
 

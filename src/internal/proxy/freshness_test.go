@@ -18,18 +18,18 @@ import (
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-// declaring is a backend connection whose answers carry cacheControl in
-// their header, as a backend declaring its answers' freshness would send.
-type declaring struct {
+// withHeader is a backend connection whose answers carry one more header,
+// as a backend declaring something of its answers would send.
+type withHeader struct {
 	grpc.ClientConnInterface
-	cacheControl string
+	key, value string
 }
 
-func (d declaring) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	err := d.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+func (w withHeader) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	err := w.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
 	for _, o := range opts {
 		if h, ok := o.(grpc.HeaderCallOption); ok {
-			*h.HeaderAddr = metadata.Join(*h.HeaderAddr, metadata.Pairs("cache-control", d.cacheControl))
+			*h.HeaderAddr = metadata.Join(*h.HeaderAddr, metadata.Pairs(w.key, w.value))
 		}
 	}
 	return err
@@ -65,7 +65,7 @@ func TestUnary_AnswerDeclaresHowLongItIsServed(t *testing.T) {
 					if tt.cacheControl == "" {
 						return cc
 					}
-					return declaring{cc, tt.cacheControl}
+					return withHeader{cc, "cache-control", tt.cacheControl}
 				},
 			})
 			ctx := testkit.Context(t)

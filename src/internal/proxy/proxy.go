@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -118,6 +119,12 @@ type Options struct {
 	// DefaultPrivateHeaders, that make a response private: it goes only to
 	// the caller whose call produced it and is never cached.
 	PrivateHeaders []string
+	// TagsHeader is the response header an answer names its tags in (the
+	// sidecar's default is DefaultTagsHeader); "": answers have no tags. It
+	// is taken out of the answer before callers see it, unless
+	// ForwardTagsHeader.
+	TagsHeader        string
+	ForwardTagsHeader bool
 	// ReceiveTimeout bounds how long a collapsed call may take to deliver its
 	// request message (default DefaultReceiveTimeout).
 	ReceiveTimeout time.Duration
@@ -147,6 +154,8 @@ type Proxy struct {
 	maxSend        int
 	observer       Observer
 	logger         *slog.Logger
+	tagsHeader     string // "" for none
+	forwardTags    bool
 	codec          *codec
 	// served is the trailer of every answer served for a peer: the owner's
 	// mark, with this proxy's own token, by which a forwarder tells an
@@ -185,6 +194,12 @@ func New(o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	tagsHeader := strings.ToLower(o.TagsHeader)
+	if tagsHeader != "" {
+		if err := requestkey.ValidateName(tagsHeader); err != nil {
+			return nil, fmt.Errorf("proxy: TagsHeader %q: %w", o.TagsHeader, err)
+		}
+	}
 	c, err := newCodec()
 	if err != nil {
 		return nil, err
@@ -198,6 +213,8 @@ func New(o Options) (*Proxy, error) {
 		maxRecv:        cmp.Or(o.MaxRecvMsgBytes, DefaultMaxMsgBytes),
 		maxSend:        cmp.Or(o.MaxSendMsgBytes, DefaultMaxMsgBytes),
 		observer:       o.Observer,
+		tagsHeader:     tagsHeader,
+		forwardTags:    o.ForwardTagsHeader,
 		logger:         o.Logger,
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),

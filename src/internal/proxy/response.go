@@ -33,15 +33,20 @@ type Response struct {
 
 	windows  collapse.Windows // what its cache-control declares, when declared
 	declared bool
+	tags     tagged // what its tags header says, taken out of Header
 }
 
 // responseSize returns the bytes r holds, for collapse.Options.Size: the
-// Response, its payload's array and its metadata maps, as allocated.
+// Response, its payload's array, its metadata maps and its tags, as
+// allocated.
 func responseSize(r *Response) int64 {
 	if r == nil {
 		return 0
 	}
-	return heapsize.Of(int(unsafe.Sizeof(*r))) + heapsize.Bytes(r.Payload) + heapsize.MD(r.Header) + heapsize.MD(r.Trailer)
+	// The tags are substrings of the tags header's values: their bytes are
+	// counted once, with the header.
+	return heapsize.Of(int(unsafe.Sizeof(*r))) + heapsize.Bytes(r.Payload) + heapsize.MD(r.Header) + heapsize.MD(r.Trailer) +
+		heapsize.Of(cap(r.tags.tags)*int(unsafe.Sizeof(""))) + heapsize.MD(r.tags.header)
 }
 
 // kept is strip for metadata a response keeps: nil when nothing is left,

@@ -52,7 +52,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		}
 		return p.answer(method, rule, resp, err)
 	})
-	err = p.reply(ss, method, outcome, resp, err)
+	err = p.reply(ss, method, outcome, resp, err, o)
 	p.observer.ObserveRequest(o.calls, method, outcome.String(), callerCode(ctx, err))
 	return err
 }
@@ -152,7 +152,8 @@ func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, 
 // response is what a backend call that answered out with header and
 // trailer, or failed with err, produced.
 func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Response, error) {
-	resp := &Response{Header: kept(header), Trailer: kept(trailer)}
+	tags := p.takeTags(header)
+	resp := &Response{Header: kept(header), Trailer: kept(trailer), tags: tags}
 	resp.Private = p.private.privateIn(resp.Header) || p.private.privateIn(resp.Trailer)
 	if err != nil {
 		resp.Err = status.Convert(err).Err()
@@ -162,10 +163,10 @@ func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Re
 	return resp, nil
 }
 
-// reply sends the caller what the shared call produced, or the status of
-// why there is nothing to send: the caller's own context ended, or the call
+// reply sends the caller, from o, what the shared call produced, or the
+// status of why there is nothing to send: the caller's own context ended, or the call
 // panicked (logged once, by its leader), found no slot, or exited.
-func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error) error {
+func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error, o *origin) error {
 	var pe *collapse.PanicError
 	if errors.As(err, &pe) && outcome == collapse.Lead {
 		p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
@@ -177,6 +178,12 @@ func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outc
 	// merge them into the stream's own copies and never modify them.
 	if err := ss.SetHeader(resp.Header); err != nil {
 		return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
+	}
+	if o.mark != nil && resp.tags.header != nil {
+		// A forwarder keeps copies of its own: it needs the tags to find them.
+		if err := ss.SetHeader(resp.tags.header); err != nil {
+			return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
+		}
 	}
 	if resp.Err == nil {
 		if err := ss.SendMsg(&frame{payload: resp.Payload}); err != nil {

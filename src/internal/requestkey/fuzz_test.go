@@ -152,6 +152,10 @@ func FuzzKeyInjective(f *testing.F) {
 		k1, k2 := r.Key(m1, s1, p1, md1), r.Key(m2, s2, p2, md2)
 		n1, n2 := normalise(r, m1, s1, p1, md1), normalise(r, m2, s2, p2, md2)
 
+		// A method's keys are exactly those starting with its prefix.
+		if strings.HasPrefix(k1, MethodPrefix(m2)) != (m1 == m2) {
+			t.Fatalf("key of %q has the prefix of %q: %v", m1, m2, m1 != m2)
+		}
 		if (k1 == k2) != reflect.DeepEqual(n1, n2) {
 			t.Fatalf("keys equal = %v but normalised tuples equal = %v:\n%+v\n%+v", k1 == k2, !(k1 == k2), n1, n2)
 		}

@@ -84,6 +84,16 @@ func (r *Rule) Key(method, subtype string, payload []byte, md metadata.MD) strin
 	return b.String()
 }
 
+// MethodPrefix returns how every key of method starts: the keys of one
+// method are exactly those with this prefix, since the method is the key's
+// first field, length-prefixed.
+func MethodPrefix(method string) string {
+	var b strings.Builder
+	b.Grow(fieldLen(len(method)))
+	writeField(&b, method)
+	return b.String()
+}
+
 // compareHeaders orders by lower-case name, then by original name so merged
 // duplicates have a deterministic value order.
 func compareHeaders(a, b header) int {

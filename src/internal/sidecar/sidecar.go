@@ -19,7 +19,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
+	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/backendhealth"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/config"
@@ -62,6 +64,7 @@ type Sidecar struct {
 	health   *health.Server
 	server   *grpc.Server
 	peer     *grpc.Server // serves the peers' calls; nil: no peers
+	admin    *grpc.Server // serves the admin service (purges)
 	metrics  http.Handler
 }
 
@@ -193,6 +196,9 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(server, hs)
+	adminServer := grpc.NewServer(limits.ServerOptions()...)
+	admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote}).Register(adminServer)
+	reflection.Register(adminServer) // grpcurl and friends find the admin service by themselves
 	return &Sidecar{
 		cfg:      cfg,
 		logger:   logger,
@@ -205,6 +211,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		health:   hs,
 		server:   server,
 		peer:     peerServer,
+		admin:    adminServer,
 		metrics:  metrics.Handler(registry),
 	}, nil
 }
@@ -216,6 +223,8 @@ type Listeners struct {
 	// Peer is where peers forward calls; required with cfg.Peers, unused
 	// without.
 	Peer net.Listener
+	// Admin is where the admin service (purges) is served; nil: nowhere.
+	Admin net.Listener
 }
 
 // Serve serves on lis until ctx ends or a server fails, then shuts down:
@@ -235,7 +244,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	var wg sync.WaitGroup
-	failed := make(chan error, 3)
+	failed := make(chan error, 4)
 	wg.Go(func() { s.resolver.Run(ctx) })
 	wg.Go(func() { s.policy.Run(ctx, 0) })
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.logger) })
@@ -248,6 +257,13 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 		wg.Go(func() {
 			if err := s.peer.Serve(s.limits.Listener(lis.Peer)); err != nil {
 				failed <- fmt.Errorf("serve peers on %s: %w", lis.Peer.Addr(), err)
+			}
+		})
+	}
+	if lis.Admin != nil {
+		wg.Go(func() {
+			if err := s.admin.Serve(lis.Admin); err != nil {
+				failed <- fmt.Errorf("serve the admin service on %s: %w", lis.Admin.Addr(), err)
 			}
 		})
 	}
@@ -265,7 +281,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
 	s.health.Shutdown()
 	var stops sync.WaitGroup
-	for _, srv := range []*grpc.Server{s.server, s.peer} {
+	for _, srv := range []*grpc.Server{s.server, s.peer, s.admin} {
 		if srv != nil {
 			stops.Go(func() { s.stopGRPC(srv) })
 		}

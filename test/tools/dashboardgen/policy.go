@@ -10,8 +10,8 @@ import (
 )
 
 // policyPanels returns the panels of the Policy row: what the policy decided
-// for each method, whether its file loaded, and who set how long answers are
-// served.
+// for each method, whether its file loaded, who set how long answers are
+// served, and the purges that took answers back.
 func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		methodRules(l.at(0, 0, 16, 8)),
@@ -40,7 +40,16 @@ func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 			Targets(queries(
 				instant(`sum by (result) (increase(collapser_policy_reloads_total[$__range] anchored))`, "{{result}}"),
 			)),
-		graph(48, "Answers/s by freshness source", l.at(0, 8, 24, 6), units.RequestsPerSecond).
+		graph(49, "Purges/s and answers purged/s", l.at(12, 8, 12, 6), units.RequestsPerSecond).
+			Description(`Purge requests to the admin service (collapser.admin.v1, on loopback: the pod's backend ` +
+				`calls it after a write) by kind (request, method, tag), mode (hard: gone; soft: stale from now) ` +
+				`and result (ok; invalid: a bad request that changed nothing; refused: not from loopback), and ` +
+				`the answers they took back.`).
+			Targets(queries(
+				series(`sum by (kind, mode, result) (rate(collapser_purges_total[$__rate_interval]))`, "purges: {{kind}} {{mode}} {{result}}"),
+				series(`sum by (kind, mode) (rate(collapser_purged_entries_total[$__rate_interval]))`, "answers purged: {{kind}} {{mode}}"),
+			)),
+		graph(48, "Answers/s by freshness source", l.at(0, 8, 12, 6), units.RequestsPerSecond).
 			Description(`Shared answers of collapsed unary calls by what set how long each is served: policy (the ` +
 				`rule's cacheTTL and stale windows: the answer declared nothing, or the rule ignores cache-control), ` +
 				`backend (the answer's own cache-control: max-age, s-maxage, stale-while-revalidate, ` +

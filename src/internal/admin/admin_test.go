@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// purges records what the Service asked of its Purger, and answers n.
+type purges struct {
+	calls []string
+	md    metadata.MD
+	n     int
+}
+
+func (p *purges) PurgeRequest(method, sub string, payload []byte, md metadata.MD, soft bool) int {
+	p.calls = append(p.calls, "request "+method+" "+sub+" "+string(payload)+" "+soft2s(soft))
+	p.md = md
+	return p.n
+}
+
+func (p *purges) PurgeMethod(method string, soft bool) int {
+	p.calls = append(p.calls, "method "+method+" "+soft2s(soft))
+	return p.n
+}
+
+func (p *purges) PurgeTag(tag string, soft bool) int {
+	p.calls = append(p.calls, "tag "+tag+" "+soft2s(soft))
+	return p.n
+}
+
+func soft2s(soft bool) string {
+	if soft {
+		return "soft"
+	}
+	return "hard"
+}
+
+// observed records what the Service told its Observer.
+type observed struct{ purges []string }
+
+func (o *observed) ObservePurge(kind string, soft bool, result string, entries int) {
+	o.purges = append(o.purges, kind+" "+soft2s(soft)+" "+result+" "+strconv.Itoa(entries))
+}
+
+// from returns a context whose caller connected from addr.
+func from(addr string) context.Context {
+	return peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(addr), Port: 40000}})
+}
+
+func TestPurge_CallsThePurgerForEachSelector(t *testing.T) {
+	tests := []struct {
+		req  *adminv1.PurgeRequest
+		want string
+	}{
+		{&adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: "/a.B/Get"}}, "method /a.B/Get hard"},
+		{&adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "user:42"}, Soft: true}, "tag user:42 soft"},
+		{&adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Request{Request: &adminv1.Request{
+			Method: "/a.B/Get", Payload: []byte("p"), ContentSubtype: "json",
+			Headers: []*adminv1.Header{{Name: ":authority", Values: []string{"svc:50052"}}, {Name: "authorization", Values: []string{"Bearer a"}}},
+		}}}, "request /a.B/Get json p hard"},
+	}
+	for _, tt := range tests {
+		p, o := &purges{n: 3}, &observed{}
+		s := New(Options{Purger: p, Observer: o})
+		resp, err := s.Purge(from("127.0.0.1"), tt.req)
+		if err != nil || resp.GetEntries() != 3 {
+			t.Errorf("Purge(%v) = %v, %v; want 3 entries", tt.req, resp, err)
+		}
+		if len(p.calls) != 1 || p.calls[0] != tt.want {
+			t.Errorf("Purge(%v) asked %q, want %q", tt.req, p.calls, tt.want)
+		}
+		if len(o.purges) != 1 || !strings.HasSuffix(o.purges[0], "ok 3") {
+			t.Errorf("observed %q, want one ok purge of 3", o.purges)
+		}
+	}
+	p := &purges{}
+	New(Options{Purger: p}).Purge(from("::1"), tests[2].req)
+	if got := p.md; got.Get(":authority")[0] != "svc:50052" || got.Get("authorization")[0] != "Bearer a" {
+		t.Errorf("request headers passed as %v", got)
+	}
+}
+
+func TestPurge_BadRequestsAreRefusedAndChangeNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		ctx  context.Context
+		req  *adminv1.PurgeRequest
+		code codes.Code
+		want string
+	}{
+		{"no selector", from("127.0.0.1"), &adminv1.PurgeRequest{}, codes.InvalidArgument, "no selector: set one of request, method or tag"},
+		{"bad method", from("127.0.0.1"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: "Get"}}, codes.InvalidArgument, `method "Get"`},
+		{"empty tag", from("127.0.0.1"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{}}, codes.InvalidArgument, `tag "": want 1 to 128 bytes`},
+		{"long tag", from("127.0.0.1"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: strings.Repeat("t", 129)}}, codes.InvalidArgument, "want 1 to 128 bytes"},
+		{"request without method", from("127.0.0.1"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Request{Request: &adminv1.Request{}}}, codes.InvalidArgument, `request.method ""`},
+		{"upper-case header", from("127.0.0.1"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Request{Request: &adminv1.Request{
+			Method: "/a.B/C", Headers: []*adminv1.Header{{Name: "Authorization"}},
+		}}}, codes.InvalidArgument, `request.headers[0].name "Authorization": want a lower-case header name or :authority`},
+		{"not from loopback", from("10.1.2.3"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}, codes.PermissionDenied, "from loopback only"},
+		{"no peer at all", context.Background(), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}, codes.PermissionDenied, "from loopback only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, o := &purges{}, &observed{}
+			_, err := New(Options{Purger: p, Observer: o}).Purge(tt.ctx, tt.req)
+			if st := status.Convert(err); st.Code() != tt.code || !strings.Contains(st.Message(), tt.want) {
+				t.Errorf("err = %v, want %v containing %q", err, tt.code, tt.want)
+			}
+			if len(p.calls) != 0 {
+				t.Errorf("purger asked %q: a refused request changes nothing", p.calls)
+			}
+			if len(o.purges) != 1 || strings.HasSuffix(o.purges[0], "ok 0") {
+				t.Errorf("observed %q, want one purge that is not ok", o.purges)
+			}
+		})
+	}
+	// With AllowRemote, another address may purge.
+	p := &purges{}
+	if _, err := New(Options{Purger: p, AllowRemote: true}).Purge(from("10.1.2.3"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}); err != nil || len(p.calls) != 1 {
+		t.Errorf("AllowRemote: err %v, calls %q; want the purge made", err, p.calls)
+	}
+}

@@ -1,0 +1,92 @@
+package proxy_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+func TestPurge_TakesAnswersBackByRequestMethodAndTag(t *testing.T) {
+	keep := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}
+	tests := []struct {
+		name  string
+		purge func(p *proxy.Proxy, authority string) int
+	}{
+		{"request", func(p *proxy.Proxy, authority string) int {
+			payload := []byte("\x0a\x05alice") // HelloRequest{Name: "alice"} as wire bytes
+			return p.PurgeRequest("/hello.v1.Greeter/SayHello", "", payload, metadata.Pairs(":authority", authority), false)
+		}},
+		{"method", func(p *proxy.Proxy, _ string) int { return p.PurgeMethod("/hello.v1.Greeter/SayHello", false) }},
+		{"tag", func(p *proxy.Proxy, _ string) int { return p.PurgeTag("user:alice", false) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startBackend(t, nil)
+			s := startSidecar(t, b.addr, sidecarConfig{
+				policy: &keep,
+				options: func(o *proxy.Options) {
+					o.TagsHeader = proxy.DefaultTagsHeader
+				},
+				wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+					return withHeader{cc, proxy.DefaultTagsHeader, "user:alice org:7"}
+				},
+			})
+			ctx := testkit.Context(t)
+			for range 2 {
+				r := sayHello(ctx, s.client, "alice", "")
+				if r.err != nil {
+					t.Fatalf("SayHello: %v", r.err)
+				}
+				if v := r.header.Get(proxy.DefaultTagsHeader); v != nil {
+					t.Errorf("caller saw the tags header %q: it is taken out", v)
+				}
+			}
+			if got := b.sayHello.Load(); got != 1 {
+				t.Fatalf("backend calls before the purge = %d, want 1 (the answer kept)", got)
+			}
+			if n := tt.purge(s.proxy, s.conn.Target()); n != 1 {
+				t.Errorf("purge took back %d answers, want 1", n)
+			}
+			if r := sayHello(ctx, s.client, "alice", ""); r.err != nil {
+				t.Fatalf("SayHello: %v", r.err)
+			}
+			if got := b.sayHello.Load(); got != 2 {
+				t.Errorf("backend calls after the purge = %d, want 2: the purged answer was not served", got)
+			}
+			if n := tt.purge(s.proxy, s.conn.Target()); n != 1 {
+				t.Errorf("second purge took back %d answers, want 1 (the new answer)", n)
+			}
+		})
+	}
+}
+
+func TestPurge_AnAnswerWithTooManyTagsIsNeverKept(t *testing.T) {
+	keep := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}
+	tags := ""
+	for i := range proxy.MaxTags + 1 {
+		tags += " t" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+	}
+	b := startBackend(t, nil)
+	s := startSidecar(t, b.addr, sidecarConfig{
+		policy:  &keep,
+		options: func(o *proxy.Options) { o.TagsHeader = proxy.DefaultTagsHeader },
+		wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+			return withHeader{cc, proxy.DefaultTagsHeader, tags}
+		},
+	})
+	ctx := testkit.Context(t)
+	for range 2 {
+		if r := sayHello(ctx, s.client, "many", ""); r.err != nil {
+			t.Fatalf("SayHello: %v", r.err)
+		}
+	}
+	if got := b.sayHello.Load(); got != 2 {
+		t.Errorf("backend calls = %d, want 2: a purge by tag could not find such an answer, so it is not kept", got)
+	}
+}
