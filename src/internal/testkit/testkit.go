@@ -1,9 +1,11 @@
 // Package testkit holds the scaffolding the tests of every package share:
 // one bound for every wait, a context that ends with it, a polling wait (and
 // one for a load, which bounds its stalls rather than its whole), a bounded
-// receive, an address nobody listens on and an environment lookup over a
-// map. It imports only the standard library, so any package's tests may use
-// it.
+// receive, a listener and an address nobody listens on, an environment
+// lookup over a map, and Greeter, a hello backend whose methods a test
+// writes. Beside the standard library it imports only grpc and the hello
+// API, none of which imports collapser's packages, so any package's tests
+// may use it. Only tests import it.
 package testkit
 
 import (
@@ -81,14 +83,22 @@ func Recv[T any](t testing.TB, what string, c <-chan T) T {
 	}
 }
 
+// Listen listens on addr ("127.0.0.1:0" for a free loopback port) and fails
+// the test if it cannot.
+func Listen(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return lis
+}
+
 // ClosedAddr returns a loopback address nobody listens on: one the system
 // has just handed out to a listener that is closed again.
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
+	lis := Listen(t, "127.0.0.1:0")
 	addr := lis.Addr().String()
 	if err := lis.Close(); err != nil {
 		t.Fatalf("close listener: %v", err)
