@@ -2,7 +2,6 @@ package methodkind
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
-	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -28,43 +26,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// serve starts a gRPC server with the Greeter on lis and whatever register
-// adds; it stops at the end of the test.
-func serve(t *testing.T, lis net.Listener, opts []grpc.ServerOption, register func(*grpc.Server)) {
-	t.Helper()
-	srv := grpc.NewServer(opts...)
-	hellov1.RegisterGreeterServer(srv, hellov1.UnimplementedGreeterServer{})
-	if register != nil {
-		register(srv)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis) // returns nil after Stop
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-}
-
-// listen opens a loopback listener.
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	return lis
-}
-
-// startBackend serves the Greeter plus register's services and returns a
-// client connection to it.
+// startBackend serves a Greeter, every method unimplemented, plus
+// register's services, and returns a client connection to it.
 func startBackend(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	lis := listen(t)
-	serve(t, lis, opts, register)
-	return dial(t, lis.Addr().String())
+	g := &testkit.Greeter{Services: register}
+	return dial(t, g.Start(t, opts...))
 }
 
 // dial connects to addr with a short reconnect backoff, so a backend that

@@ -78,7 +78,7 @@ func TestResolver_BackendWithoutReflectionLeavesMethodsUnknownAndLogsItOnce(t *t
 }
 
 func TestResolver_LearnsFromBackendThatStartsAfterRun(t *testing.T) {
-	lis := listen(t)
+	lis := testkit.Listen(t, "127.0.0.1:0")
 	var up atomic.Bool
 	cc := dial(t, lis.Addr().String(), grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		if !up.Load() {
@@ -97,7 +97,7 @@ func TestResolver_LearnsFromBackendThatStartsAfterRun(t *testing.T) {
 		t.Fatalf("before the backend starts: Kind = %v, want unknown", got)
 	}
 
-	serve(t, lis, nil, registerBoth)
+	(&testkit.Greeter{Services: registerBoth}).Serve(t, lis)
 	up.Store(true)
 	testkit.WaitFor(t, "SayHello learned", func() bool { return r.Method(sayHello).Kind == Unary })
 }
