@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 // Request names that make the test backend misbehave.
@@ -41,9 +41,12 @@ const (
 	backendTrailerKey = "x-backend-trailer"
 )
 
-// testBackend is an in-process hello backend whose behaviour tests control.
+// testBackend is the proxy tests' hello backend: a testkit.Greeter whose
+// answers the names above steer, and what the tests read of its calls. Its
+// Calls are the backend's own count.
 type testBackend struct {
-	hellov1.UnimplementedGreeterServer
+	*testkit.Greeter
+	addr string
 
 	// hold, when non-nil, keeps SayHello calls waiting until it is closed.
 	hold chan struct{}
@@ -55,38 +58,26 @@ type testBackend struct {
 	// deadlines receives the deadline a "deadline" StreamHellos saw.
 	deadlines chan time.Time
 
-	sayHello  atomic.Int64 // SayHello calls received
-	streams   atomic.Int64 // StreamHellos streams received
 	abandoned atomic.Int64 // SayHello calls whose context ended while held
 
 	mu          sync.Mutex
 	authorities []string // the :authority of every SayHello call
-
-	addr string
-	srv  *grpc.Server
 }
 
 // startBackend serves a testBackend on 127.0.0.1:0 until the test ends.
 // hold is nil for a backend that answers at once.
 func startBackend(t testing.TB, hold chan struct{}) *testBackend {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
 	b := &testBackend{
 		hold:        hold,
 		arrived:     make(chan struct{}, 1000),
 		streamEnded: make(chan error, 1),
 		deadlines:   make(chan time.Time, 1),
-		addr:        lis.Addr().String(),
-		// Like production servers, recover handler panics into an error
-		// instead of crashing the process (here: the test binary).
-		srv: grpc.NewServer(grpc.UnaryInterceptor(recoverUnary)),
 	}
-	hellov1.RegisterGreeterServer(b.srv, b)
-	go func() { _ = b.srv.Serve(lis) }()
-	t.Cleanup(b.srv.Stop)
+	b.Greeter = &testkit.Greeter{SayHello: b.hello, StreamHellos: b.streamHellos, CollectHellos: collectHellos, Chat: chat}
+	// Like production servers, recover handler panics into an error
+	// instead of crashing the process (here: the test binary).
+	b.addr = b.Start(t, grpc.UnaryInterceptor(recoverUnary))
 	return b
 }
 
@@ -115,8 +106,9 @@ func callerOf(ctx context.Context) string {
 	return strings.Join(md.Get("authorization"), ",")
 }
 
-func (b *testBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
-	call := b.sayHello.Add(1)
+// hello is SayHello: it answers "hello <name>", or as the name asks.
+func (b *testBackend) hello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+	call := testkit.CallNumber(ctx)
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		b.mu.Lock()
 		b.authorities = append(b.authorities, md.Get(":authority")...)
@@ -174,8 +166,9 @@ func (b *testBackend) authoritiesSeen() []string {
 	return slices.Clone(b.authorities)
 }
 
-func (b *testBackend) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
-	b.streams.Add(1)
+// streamHellos is StreamHellos: it sends count replies "hello <name> #i",
+// or does as the name asks.
+func (b *testBackend) streamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
 	ctx := stream.Context()
 	name := req.GetName()
 	switch name {
@@ -212,7 +205,8 @@ func (b *testBackend) StreamHellos(req *hellov1.HelloRequest, stream grpc.Server
 	return nil
 }
 
-func (b *testBackend) CollectHellos(stream grpc.ClientStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
+// collectHellos is CollectHellos: it answers "hello" and the names it read.
+func collectHellos(stream grpc.ClientStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
 	var names []string
 	for {
 		req, err := stream.Recv()
@@ -231,7 +225,8 @@ func (b *testBackend) CollectHellos(stream grpc.ClientStreamingServer[hellov1.He
 	}
 }
 
-func (b *testBackend) Chat(stream grpc.BidiStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
+// chat is Chat: it answers each name as it arrives.
+func chat(stream grpc.BidiStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
 	for i := int64(0); ; i++ {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {

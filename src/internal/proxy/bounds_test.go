@@ -57,8 +57,8 @@ func TestUnary_AbandonedCallsAreCancelledAtTheBackend(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	testkit.WaitFor(t, "the backend calls to end", func() bool { return b.abandoned.Load() == b.sayHello.Load() && s.proxy.Stats().InFlight == 0 })
-	if got := b.sayHello.Load(); got > n {
+	testkit.WaitFor(t, "the backend calls to end", func() bool { return b.abandoned.Load() == b.Calls.SayHello.Load() && s.proxy.Stats().InFlight == 0 })
+	if got := b.Calls.SayHello.Load(); got > n {
 		t.Errorf("backend calls = %d, want at most %d", got, n)
 	}
 }

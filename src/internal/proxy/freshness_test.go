@@ -74,7 +74,7 @@ func TestUnary_AnswerDeclaresHowLongItIsServed(t *testing.T) {
 					t.Fatalf("SayHello: %v", r.err)
 				}
 			}
-			if got := b.sayHello.Load(); got != tt.wantCalls {
+			if got := b.Calls.SayHello.Load(); got != tt.wantCalls {
 				t.Errorf("backend calls = %d, want %d", got, tt.wantCalls)
 			}
 			if got := s.waitForRequests(t, 2); got[1].outcome != tt.wantSecond {
@@ -148,7 +148,7 @@ func TestUnary_NegativeCachingKeepsTheErrorsTheRuleNames(t *testing.T) {
 					t.Errorf("call %d: trailer x-missing = %q, want [user 42]", i, v)
 				}
 			}
-			if got := b.sayHello.Load(); got != tt.wantCalls {
+			if got := b.Calls.SayHello.Load(); got != tt.wantCalls {
 				t.Errorf("backend calls = %d, want %d", got, tt.wantCalls)
 			}
 			got := s.waitForRequests(t, 2)

@@ -185,7 +185,7 @@ func TestPassthrough_DeadlineReachesTheBackend(t *testing.T) {
 
 func TestPassthrough_BackendDownGivesUnavailable(t *testing.T) {
 	b := startBackend(t, nil)
-	b.srv.Stop()
+	b.Stop()
 	s := startSidecar(t, b.addr, sidecarConfig{})
 
 	stream, err := s.client.Chat(testkit.Context(t))

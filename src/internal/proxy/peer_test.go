@@ -29,7 +29,7 @@ func TestPeers_ACallIsMadeByItsOwnerAndAnsweredWithoutTheMark(t *testing.T) {
 	if len(trailer.Get(peers.ServedHeader)) != 0 || !mdEqual(trailer, metadata.Pairs(backendTrailerKey, "t-ann"), backendTrailerKey) {
 		t.Errorf("trailer = %v, want the backend's and no owner's mark", trailer)
 	}
-	if n := b.sayHello.Load(); n != 1 {
+	if n := b.Calls.SayHello.Load(); n != 1 {
 		t.Errorf("backend calls = %d, want 1", n)
 	}
 	testkit.WaitFor(t, "the owner's request observed", func() bool { return len(s.observed.routed(proxy.RoutePeer)) == 1 })
@@ -48,7 +48,7 @@ func TestPeers_TheOwnersFailureIsRelayedNotRetriedLocally(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || len(status.Convert(err).Details()) != 1 {
 		t.Errorf("SayHello = %v, want the backend's FAILED_PRECONDITION with its details", err)
 	}
-	if n := b.sayHello.Load(); n != 1 {
+	if n := b.Calls.SayHello.Load(); n != 1 {
 		t.Errorf("backend calls = %d, want 1: an owner's answer is never made again here", n)
 	}
 	if got := s.observed.forwarded(); len(got) != 1 || got[0] != (peerRecord{methodSayHello, proxy.OwnerSelf, codes.FailedPrecondition, false}) {
@@ -65,7 +65,7 @@ func TestPeers_AReplayedStreamIsReadThroughItsOwner(t *testing.T) {
 			t.Fatalf("caller %d: %d messages, %v; want %d", i, len(got.messages), got.err, count)
 		}
 	}
-	if n := b.streams.Load(); n != 1 {
+	if n := b.Calls.StreamHellos.Load(); n != 1 {
 		t.Errorf("backend streams = %d, want 1", n)
 	}
 	if got := s.observed.forwarded(); len(got) != 1 || got[0].owner != proxy.OwnerSelf {
@@ -85,7 +85,7 @@ func TestPeerPort_RefusesCallsNoPeerForwarded(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a call to the peer port without the hop header: %v, want PERMISSION_DENIED", err)
 	}
-	if n := b.sayHello.Load(); n != 0 {
+	if n := b.Calls.SayHello.Load(); n != 0 {
 		t.Errorf("backend calls = %d, want 0", n)
 	}
 }

@@ -45,14 +45,14 @@ func TestUnary_PrivateResponsesGoOnlyToTheCallerTheyWereMadeFor(t *testing.T) {
 				}
 				seen[v] = true
 			}
-			if got := b.sayHello.Load(); got != n {
+			if got := b.Calls.SayHello.Load(); got != n {
 				t.Errorf("backend calls = %d, want %d (the followers' own calls too)", got, n)
 			}
 			// Nothing was cached: the next caller calls the backend again.
 			if r := sayHello(ctx, s.client, tt.request, ""); r.err != nil || seen[tt.private(r)] {
 				t.Errorf("next caller got %q (err %v), want a value of its own", tt.private(r), r.err)
 			}
-			if got := b.sayHello.Load(); got != n+1 {
+			if got := b.Calls.SayHello.Load(); got != n+1 {
 				t.Errorf("backend calls = %d, want %d", got, n+1)
 			}
 			outcomes := map[string]int{}
@@ -91,7 +91,7 @@ func TestUnary_AutoPolicyPassesUnannotatedMethodsThrough(t *testing.T) {
 			t.Fatal(r.err)
 		}
 	}
-	if got := b.sayHello.Load(); got != 3 {
+	if got := b.Calls.SayHello.Load(); got != 3 {
 		t.Errorf("backend calls = %d, want 3: a possible write is never answered from another call", got)
 	}
 	for _, r := range s.waitForRequests(t, 3) {

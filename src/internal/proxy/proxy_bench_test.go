@@ -40,7 +40,7 @@ func BenchmarkProxiedMiss(b *testing.B) {
 	backend := startBackend(b, nil)
 	s := startSidecar(b, backend.addr, sidecarConfig{})
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("miss-", i) })
-	if got := backend.sayHello.Load(); got != int64(b.N)+1 {
+	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
 	}
 }
@@ -51,7 +51,7 @@ func BenchmarkProxiedMissForwarded(b *testing.B) {
 	backend := startBackend(b, nil)
 	s := startSidecar(b, backend.addr, sidecarConfig{peered: true})
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("forwarded-", i) })
-	if got := backend.sayHello.Load(); got != int64(b.N)+1 {
+	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
 	}
 	if len(s.observed.peerCalls) != b.N+1 {
@@ -65,7 +65,7 @@ func BenchmarkPassthrough(b *testing.B) {
 	backend := startBackend(b, nil)
 	s := startSidecar(b, backend.addr, sidecarConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}})
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("pass-", i) })
-	if got := backend.sayHello.Load(); got != int64(b.N)+1 {
+	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call passes through", got, b.N+1)
 	}
 }
@@ -74,7 +74,7 @@ func BenchmarkProxiedHit(b *testing.B) {
 	backend := startBackend(b, nil)
 	s := startSidecar(b, backend.addr, sidecarConfig{ttl: time.Hour})
 	benchmarkCalls(b, s.client, func(int) string { return "hit" })
-	if got := backend.sayHello.Load(); got != 1 {
+	if got := backend.Calls.SayHello.Load(); got != 1 {
 		b.Fatalf("backend calls = %d, want 1: every call after the first must hit", got)
 	}
 }

@@ -47,7 +47,7 @@ func TestPurge_TakesAnswersBackByRequestMethodAndTag(t *testing.T) {
 					t.Errorf("caller saw the tags header %q: it is taken out", v)
 				}
 			}
-			if got := b.sayHello.Load(); got != 1 {
+			if got := b.Calls.SayHello.Load(); got != 1 {
 				t.Fatalf("backend calls before the purge = %d, want 1 (the answer kept)", got)
 			}
 			if n := tt.purge(s.proxy, s.conn.Target()); n != 1 {
@@ -56,7 +56,7 @@ func TestPurge_TakesAnswersBackByRequestMethodAndTag(t *testing.T) {
 			if r := sayHello(ctx, s.client, "alice", ""); r.err != nil {
 				t.Fatalf("SayHello: %v", r.err)
 			}
-			if got := b.sayHello.Load(); got != 2 {
+			if got := b.Calls.SayHello.Load(); got != 2 {
 				t.Errorf("backend calls after the purge = %d, want 2: the purged answer was not served", got)
 			}
 			if n := tt.purge(s.proxy, s.conn.Target()); n != 1 {
@@ -86,7 +86,7 @@ func TestPurge_AnAnswerWithTooManyTagsIsNeverKept(t *testing.T) {
 			t.Fatalf("SayHello: %v", r.err)
 		}
 	}
-	if got := b.sayHello.Load(); got != 2 {
+	if got := b.Calls.SayHello.Load(); got != 2 {
 		t.Errorf("backend calls = %d, want 2: a purge by tag could not find such an answer, so it is not kept", got)
 	}
 }

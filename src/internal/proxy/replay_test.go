@@ -65,7 +65,7 @@ func TestReplay_EveryCallerOfAKeptStreamReadsTheOneBackendStream(t *testing.T) {
 			t.Errorf("caller %d: header %v, trailer %v; want the backend's", i, got.header, got.trailer)
 		}
 	}
-	if n := b.streams.Load(); n != 1 {
+	if n := b.Calls.StreamHellos.Load(); n != 1 {
 		t.Errorf("backend streams = %d, want 1", n)
 	}
 	want := []requestRecord{{methodStreamHellos, "leader", codes.OK}}
@@ -90,7 +90,7 @@ func TestReplay_AFailedStreamReachesItsCallerAndIsNotKept(t *testing.T) {
 			t.Errorf("caller %d: trailer %v, want the backend's", i, got.trailer)
 		}
 	}
-	if n := b.streams.Load(); n != 2 {
+	if n := b.Calls.StreamHellos.Load(); n != 2 {
 		t.Errorf("backend streams = %d, want 2: a failed stream is never replayed", n)
 	}
 }

@@ -58,7 +58,7 @@ func TestUnary_BackendErrorReachesEveryWaiterAndIsNotCached(t *testing.T) {
 	if r := sayHello(ctx, s.client, nameError, ""); status.Code(r.err) != codes.FailedPrecondition {
 		t.Errorf("second call: err = %v, want FailedPrecondition", r.err)
 	}
-	if got := b.sayHello.Load(); got != 2 {
+	if got := b.Calls.SayHello.Load(); got != 2 {
 		t.Errorf("backend SayHello calls = %d, want 2 (errors are not cached)", got)
 	}
 }
@@ -124,7 +124,7 @@ func TestUnary_BackendStoppedMidCallFailsEveryWaiter(t *testing.T) {
 	ctx := testkit.Context(t)
 
 	chans := startHeld(t, ctx, s, n, "x", "")
-	b.srv.Stop()
+	b.Stop()
 	for i, ch := range chans {
 		if r := testkit.Recv(t, "a call to finish", ch); status.Code(r.err) != codes.Unavailable {
 			t.Errorf("caller %d: err = %v, want Unavailable", i, r.err)
@@ -147,7 +147,7 @@ func TestUnary_OversizeMessagesAreResourceExhausted(t *testing.T) {
 	if r := sayHello(ctx, s.client, "big:2048", ""); status.Code(r.err) != codes.ResourceExhausted {
 		t.Errorf("oversize response: err = %v, want ResourceExhausted", r.err)
 	}
-	if got := b.sayHello.Load(); got != 1 {
+	if got := b.Calls.SayHello.Load(); got != 1 {
 		t.Errorf("backend SayHello calls = %d, want 1 (the oversize request never reaches it)", got)
 	}
 }

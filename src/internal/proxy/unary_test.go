@@ -88,7 +88,7 @@ func TestUnary_IdenticalConcurrentCallsShareOneBackendCall(t *testing.T) {
 			t.Errorf("caller %d metadata = %v / %v, want %v / %v", i+1, r.header, r.trailer, first.header, first.trailer)
 		}
 	}
-	if got := b.sayHello.Load(); got != 1 {
+	if got := b.Calls.SayHello.Load(); got != 1 {
 		t.Errorf("backend SayHello calls = %d, want 1", got)
 	}
 	outcomes := map[string]int{}
@@ -128,7 +128,7 @@ func TestUnary_DifferentAuthorizationNeverSharesAResponse(t *testing.T) {
 	if r := sayHello(ctx, s.client, "same", "Bearer carol"); r.err != nil || r.reply.GetCaller() != "Bearer carol" {
 		t.Errorf("carol got reply %v, err %v", r.reply, r.err)
 	}
-	if got := b.sayHello.Load(); got != 4 {
+	if got := b.Calls.SayHello.Load(); got != 4 {
 		t.Errorf("backend SayHello calls = %d, want 4", got)
 	}
 }
@@ -151,7 +151,7 @@ func TestUnary_DifferentPayloadsAreNotCollapsed(t *testing.T) {
 			t.Errorf("%s got reply %v, err %v", name, r.reply, r.err)
 		}
 	}
-	if got := b.sayHello.Load(); got != int64(len(names)) {
+	if got := b.Calls.SayHello.Load(); got != int64(len(names)) {
 		t.Errorf("backend SayHello calls = %d, want %d", got, len(names))
 	}
 }
@@ -182,7 +182,7 @@ func TestUnary_LeaderCancellationDoesNotFailFollowers(t *testing.T) {
 			t.Errorf("follower %d got reply %v, err %v", i, r.reply, r.err)
 		}
 	}
-	if got := b.sayHello.Load(); got != 1 {
+	if got := b.Calls.SayHello.Load(); got != 1 {
 		t.Errorf("backend SayHello calls = %d, want 1", got)
 	}
 }

@@ -34,7 +34,7 @@ func TestUnary_WaitingListBoundsSendCallersToTheBackendWhileTheSharedCallHangs(t
 			s.waitForWaiters(t, 1+tt.joined)
 			callers = append(callers, goSayHello(ctx, s.client, "hung", ""))
 			testkit.Recv(t, "the own call's backend call", b.arrived)
-			if got := b.sayHello.Load(); got != 2 {
+			if got := b.Calls.SayHello.Load(); got != 2 {
 				t.Errorf("backend calls while the first hangs = %d, want 2: the leader's and the own call", got)
 			}
 			close(hold)
