@@ -21,7 +21,7 @@ import (
 
 func TestUnary_CallerThatNeverSendsItsRequestIsTimedOut(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{options: func(o *proxy.Options) { o.ReceiveTimeout = 50 * time.Millisecond }})
+	s := startProxy(t, b.addr, proxyConfig{options: func(o *proxy.Options) { o.ReceiveTimeout = 50 * time.Millisecond }})
 	// A stream opened without a deadline that sends nothing.
 	stream, err := s.conn.NewStream(context.Background(), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, methodSayHello)
 	if err != nil {
@@ -44,7 +44,7 @@ func TestUnary_AbandonedCallsAreCancelledAtTheBackend(t *testing.T) {
 	const n = 50
 	hold := make(chan struct{}) // never released: only cancellation ends a call
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Hour})
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Hour})
 
 	var wg sync.WaitGroup
 	for i := range n {
@@ -80,7 +80,7 @@ func (b *stuckBackend) Invoke(ctx context.Context, method string, args, reply an
 func TestUnary_BackendCallsAreBoundedAndTheOverflowIsResourceExhausted(t *testing.T) {
 	b := startBackend(t, nil)
 	stuck := &stuckBackend{release: make(chan struct{})}
-	s := startSidecar(t, b.addr, sidecarConfig{
+	s := startProxy(t, b.addr, proxyConfig{
 		policy:  &policy.Defaults{Collapse: policy.Always, Timeout: 100 * time.Millisecond},
 		options: func(o *proxy.Options) { o.MaxBackendCalls = 2 },
 		wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
@@ -120,7 +120,7 @@ func TestRequests_CallersWhoseDeadlinePassedAreCountedDeadlineExceeded(t *testin
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
 	defer close(hold)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {

@@ -46,11 +46,11 @@ func TestCardinalityViolationsAreAnsweredAsGrpcGoDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	sidecars := map[string]*sidecar{
-		"collapsed":      startSidecar(t, b.addr, sidecarConfig{}),
-		"passed through": startSidecar(t, b.addr, sidecarConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}}),
+	proxies := map[string]*runningProxy{
+		"collapsed":      startProxy(t, b.addr, proxyConfig{}),
+		"passed through": startProxy(t, b.addr, proxyConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}}),
 	}
-	for path, s := range sidecars {
+	for path, s := range proxies {
 		for _, method := range []string{methodSayHello, methodStreamHellos} {
 			for _, n := range []int{0, 2} {
 				want := sendRaw(t, direct, method, n)

@@ -59,7 +59,7 @@ func TestUnary_AnswerDeclaresHowLongItIsServed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBackend(t, nil)
-			s := startSidecar(t, b.addr, sidecarConfig{
+			s := startProxy(t, b.addr, proxyConfig{
 				policy: &tt.defaults,
 				wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
 					if tt.cacheControl == "" {
@@ -130,7 +130,7 @@ func TestUnary_NegativeCachingKeepsTheErrorsTheRuleNames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBackend(t, nil)
-			s := startSidecar(t, b.addr, sidecarConfig{
+			s := startProxy(t, b.addr, proxyConfig{
 				policy:      &keepsNotFound,
 				policyFile:  tt.policyFile,
 				wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface { return answering{cc, tt.st} },

@@ -21,7 +21,7 @@ import (
 func TestPassthrough_ServerStreamingDeliversEveryFrameWithMetadata(t *testing.T) {
 	const frames = 1000
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := metadata.AppendToOutgoingContext(testkit.Context(t), "authorization", "Bearer ann")
 
 	stream, err := s.client.StreamHellos(ctx, &hellov1.HelloRequest{Name: "ann", Count: frames})
@@ -56,7 +56,7 @@ func TestPassthrough_ServerStreamingDeliversEveryFrameWithMetadata(t *testing.T)
 func TestPassthrough_ClientStreamingForwardsEveryMessage(t *testing.T) {
 	const messages = 50
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 
 	stream, err := s.client.CollectHellos(testkit.Context(t))
 	if err != nil {
@@ -82,7 +82,7 @@ func TestPassthrough_ClientStreamingForwardsEveryMessage(t *testing.T) {
 func TestPassthrough_BidiStreamingInterleaves(t *testing.T) {
 	const rounds = 20
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 
 	stream, err := s.client.Chat(testkit.Context(t))
 	if err != nil {
@@ -113,7 +113,7 @@ func TestPassthrough_BidiStreamingInterleaves(t *testing.T) {
 
 func TestPassthrough_BackendErrorStatusAndMetadataForwarded(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	want := status.Convert(errorStatus()).Proto()
 
 	for _, name := range []string{nameError, nameErrorOnly} {
@@ -141,7 +141,7 @@ func TestPassthrough_BackendErrorStatusAndMetadataForwarded(t *testing.T) {
 
 func TestPassthrough_CancellationReachesTheBackend(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx, cancel := context.WithCancel(testkit.Context(t))
 	defer cancel()
 
@@ -163,7 +163,7 @@ func TestPassthrough_CancellationReachesTheBackend(t *testing.T) {
 
 func TestPassthrough_DeadlineReachesTheBackend(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	deadline := time.Now().Add(testkit.DefaultTimeout / 2) // well before testContext's own
 	ctx, cancel := context.WithDeadline(testkit.Context(t), deadline)
 	defer cancel()
@@ -186,7 +186,7 @@ func TestPassthrough_DeadlineReachesTheBackend(t *testing.T) {
 func TestPassthrough_BackendDownGivesUnavailable(t *testing.T) {
 	b := startBackend(t, nil)
 	b.Stop()
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 
 	stream, err := s.client.Chat(testkit.Context(t))
 	if err != nil {
@@ -199,7 +199,7 @@ func TestPassthrough_BackendDownGivesUnavailable(t *testing.T) {
 
 func TestPassthrough_MethodOfUnknownKindIsNotCollapsed(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Minute, kinds: kinds{}})
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Minute, kinds: kinds{}})
 	ctx := testkit.Context(t)
 
 	for i := range 2 {
@@ -220,7 +220,7 @@ func TestPassthrough_MethodOfUnknownKindIsNotCollapsed(t *testing.T) {
 
 func TestPassthrough_StreamsAreToldAsStreams(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	stream, err := s.client.StreamHellos(testkit.Context(t), &hellov1.HelloRequest{Name: "ann", Count: 3})
 	if err != nil {
 		t.Fatalf("StreamHellos: %v", err)

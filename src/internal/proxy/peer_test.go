@@ -15,12 +15,12 @@ import (
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-// The peered sidecar of these tests is its own only peer: every shared call
+// The peered proxy of these tests is its own only peer: every shared call
 // of a caller goes through its peer port and is served there as the owner's.
 
 func TestPeers_ACallIsMadeByItsOwnerAndAnsweredWithoutTheMark(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{peered: true})
+	s := startProxy(t, b.addr, proxyConfig{peered: true})
 	var trailer metadata.MD
 	reply, err := s.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "ann"}, grpc.Trailer(&trailer))
 	if err != nil || reply.GetMessage() != "hello ann" {
@@ -37,13 +37,13 @@ func TestPeers_ACallIsMadeByItsOwnerAndAnsweredWithoutTheMark(t *testing.T) {
 		t.Errorf("served for the peer: %v, want a leader", got)
 	}
 	if got := s.observed.forwarded(); len(got) != 1 || got[0] != (peerRecord{methodSayHello, proxy.OwnerSelf, codes.OK, false}) {
-		t.Errorf("forwarded = %v, want one call answered by this sidecar itself", got)
+		t.Errorf("forwarded = %v, want one call answered by this proxy itself", got)
 	}
 }
 
 func TestPeers_TheOwnersFailureIsRelayedNotRetriedLocally(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{peered: true})
+	s := startProxy(t, b.addr, proxyConfig{peered: true})
 	_, err := s.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: nameError})
 	if status.Code(err) != codes.FailedPrecondition || len(status.Convert(err).Details()) != 1 {
 		t.Errorf("SayHello = %v, want the backend's FAILED_PRECONDITION with its details", err)
@@ -59,7 +59,7 @@ func TestPeers_TheOwnersFailureIsRelayedNotRetriedLocally(t *testing.T) {
 func TestPeers_AReplayedStreamIsReadThroughItsOwner(t *testing.T) {
 	const count = 10
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{peered: true, policyFile: replayPolicy("1h")})
+	s := startProxy(t, b.addr, proxyConfig{peered: true, policyFile: replayPolicy("1h")})
 	for i := range 3 {
 		if got := readStream(t, s.client, "ann", count); got.err != nil || len(got.messages) != count {
 			t.Fatalf("caller %d: %d messages, %v; want %d", i, len(got.messages), got.err, count)
@@ -69,13 +69,13 @@ func TestPeers_AReplayedStreamIsReadThroughItsOwner(t *testing.T) {
 		t.Errorf("backend streams = %d, want 1", n)
 	}
 	if got := s.observed.forwarded(); len(got) != 1 || got[0].owner != proxy.OwnerSelf {
-		t.Errorf("forwarded = %v, want the one record's stream through this sidecar's own peer port", got)
+		t.Errorf("forwarded = %v, want the one record's stream through this proxy's own peer port", got)
 	}
 }
 
 func TestPeerPort_RefusesCallsNoPeerForwarded(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{peered: true})
+	s := startProxy(t, b.addr, proxyConfig{peered: true})
 	conn, err := grpc.NewClient(s.peerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

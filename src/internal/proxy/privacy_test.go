@@ -27,7 +27,7 @@ func TestUnary_PrivateResponsesGoOnlyToTheCallerTheyWereMadeFor(t *testing.T) {
 			const n = 5
 			hold := make(chan struct{})
 			b := startBackend(t, hold)
-			s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Hour, options: func(o *proxy.Options) {
+			s := startProxy(t, b.addr, proxyConfig{ttl: time.Hour, options: func(o *proxy.Options) {
 				o.PrivateHeaders = []string{"X-User-Trailer"}
 			}})
 			ctx := testkit.Context(t)
@@ -68,7 +68,7 @@ func TestUnary_PrivateResponsesGoOnlyToTheCallerTheyWereMadeFor(t *testing.T) {
 
 func TestUnary_CallerAuthorityIsForwardedAndKeyed(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Hour})
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Hour})
 	ctx := testkit.Context(t)
 	for _, host := range []string{"tenant-a.example", "tenant-b.example", "tenant-a.example"} {
 		if r := sayHello(ctx, s.client, "same", "", grpc.CallAuthority(host)); r.err != nil {
@@ -84,7 +84,7 @@ func TestUnary_CallerAuthorityIsForwardedAndKeyed(t *testing.T) {
 func TestUnary_AutoPolicyPassesUnannotatedMethodsThrough(t *testing.T) {
 	b := startBackend(t, nil)
 	writes := kinds{methodSayHello: {Kind: methodkind.Unary}} // as if SayHello had no idempotency_level
-	s := startSidecar(t, b.addr, sidecarConfig{kinds: writes, policy: &policy.Defaults{CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}})
+	s := startProxy(t, b.addr, proxyConfig{kinds: writes, policy: &policy.Defaults{CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}})
 	ctx := testkit.Context(t)
 	for range 3 {
 		if r := sayHello(ctx, s.client, "order", ""); r.err != nil {

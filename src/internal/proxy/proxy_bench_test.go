@@ -17,12 +17,12 @@ import (
 )
 
 // The benchmarks call SayHello over real loopback gRPC with a backend that
-// answers at once, so they measure the sidecar's own cost per path:
+// answers at once, so they measure the proxy's own cost per path:
 //
 //	Direct       client → backend (the baseline)
-//	ProxiedMiss  client → sidecar → backend for every call (no cache, unique payloads)
-//	ProxiedMissForwarded  client → sidecar → owner's peer listener → backend
-//	ProxiedHit   client → sidecar, answered from the result cache
+//	ProxiedMiss  client → proxy → backend for every call (no cache, unique payloads)
+//	ProxiedMissForwarded  client → proxy → owner's peer listener → backend
+//	ProxiedHit   client → proxy, answered from the result cache
 //	ProxiedJoin  parallel identical calls, no cache: as many as happen to
 //	             overlap share a backend call; joined/op reports how many.
 
@@ -38,7 +38,7 @@ func BenchmarkDirect(b *testing.B) {
 
 func BenchmarkProxiedMiss(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{})
+	s := startProxy(b, backend.addr, proxyConfig{})
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("miss-", i) })
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
@@ -46,10 +46,10 @@ func BenchmarkProxiedMiss(b *testing.B) {
 }
 
 // BenchmarkProxiedMissForwarded is BenchmarkProxiedMiss with the call made
-// by the key's owner, a peer (here the sidecar itself): one hop more.
+// by the key's owner, a peer (here the proxy itself): one hop more.
 func BenchmarkProxiedMissForwarded(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{peered: true})
+	s := startProxy(b, backend.addr, proxyConfig{peered: true})
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("forwarded-", i) })
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
@@ -63,7 +63,7 @@ func BenchmarkProxiedMissForwarded(b *testing.B) {
 // none), distinct every time: the path of every call that is not collapsed.
 func BenchmarkPassthrough(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}})
+	s := startProxy(b, backend.addr, proxyConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}})
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("pass-", i) })
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call passes through", got, b.N+1)
@@ -72,7 +72,7 @@ func BenchmarkPassthrough(b *testing.B) {
 
 func BenchmarkProxiedHit(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{ttl: time.Hour})
+	s := startProxy(b, backend.addr, proxyConfig{ttl: time.Hour})
 	benchmarkCalls(b, s.client, func(int) string { return "hit" })
 	if got := backend.Calls.SayHello.Load(); got != 1 {
 		b.Fatalf("backend calls = %d, want 1: every call after the first must hit", got)
@@ -81,7 +81,7 @@ func BenchmarkProxiedHit(b *testing.B) {
 
 func BenchmarkProxiedJoin(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{})
+	s := startProxy(b, backend.addr, proxyConfig{})
 	ctx := context.Background()
 	b.SetParallelism(16) // 16 callers per core keep identical calls overlapping
 	b.ReportAllocs()
@@ -133,7 +133,7 @@ const streamMessages = 100
 // replies frame by frame: the baseline of the stream replay benchmarks.
 func BenchmarkStreamPassthrough(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{})
+	s := startProxy(b, backend.addr, proxyConfig{})
 	benchmarkStreams(b, s.client)
 }
 
@@ -141,7 +141,7 @@ func BenchmarkStreamPassthrough(b *testing.B) {
 // replayed from its record without the backend.
 func BenchmarkStreamReplayed(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{policyFile: "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: 1h\n"})
+	s := startProxy(b, backend.addr, proxyConfig{policyFile: "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: 1h\n"})
 	benchmarkStreams(b, s.client)
 	if got := len(s.observed.backend); got != 1 {
 		b.Fatalf("backend streams = %d, want 1: every stream after the first is replayed", got)
@@ -156,7 +156,7 @@ const ledPolicy = "methods:\n  - name: " + methodStreamHellos + "\n    stream: r
 // another, each led: read from the backend into a record and relayed.
 func BenchmarkStreamLed(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{policyFile: ledPolicy})
+	s := startProxy(b, backend.addr, proxyConfig{policyFile: ledPolicy})
 	benchmarkStreams(b, s.client)
 	if got := len(s.observed.backend); got != b.N+1 {
 		b.Fatalf("backend streams = %d, want %d: every stream must be led", got, b.N+1)
@@ -164,10 +164,10 @@ func BenchmarkStreamLed(b *testing.B) {
 }
 
 // BenchmarkStreamLedForwarded is BenchmarkStreamLed with each record read
-// through the key's owner, a peer (here the sidecar itself): one hop more.
+// through the key's owner, a peer (here the proxy itself): one hop more.
 func BenchmarkStreamLedForwarded(b *testing.B) {
 	backend := startBackend(b, nil)
-	s := startSidecar(b, backend.addr, sidecarConfig{peered: true, policyFile: ledPolicy})
+	s := startProxy(b, backend.addr, proxyConfig{peered: true, policyFile: ledPolicy})
 	benchmarkStreams(b, s.client)
 	if got := len(s.observed.backend); got != b.N+1 {
 		b.Fatalf("backend streams = %d, want %d: every stream must be led", got, b.N+1)

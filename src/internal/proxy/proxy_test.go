@@ -57,7 +57,7 @@ func TestNew_RejectsIncompleteOptions(t *testing.T) {
 
 func TestServerOptions_HealthIsServedOnTheSameServer(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 
 	resp, err := healthpb.NewHealthClient(s.conn).Check(testkit.Context(t), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -67,7 +67,7 @@ func TestServerOptions_HealthIsServedOnTheSameServer(t *testing.T) {
 
 func TestServerOptions_PlainServerAndClientKeepStandardProtobuf(t *testing.T) {
 	b := startBackend(t, nil)
-	startSidecar(t, b.addr, sidecarConfig{}) // the proxy's codec exists in this process
+	startProxy(t, b.addr, proxyConfig{}) // the proxy's codec exists in this process
 
 	conn, err := grpc.NewClient(b.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -28,7 +28,7 @@ func TestPurge_TakesAnswersBackByRequestMethodAndTag(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBackend(t, nil)
-			s := startSidecar(t, b.addr, sidecarConfig{
+			s := startProxy(t, b.addr, proxyConfig{
 				policy: &keep,
 				options: func(o *proxy.Options) {
 					o.TagsHeader = proxy.DefaultTagsHeader
@@ -73,7 +73,7 @@ func TestPurge_AnAnswerWithTooManyTagsIsNeverKept(t *testing.T) {
 		tags += " t" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 	}
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{
+	s := startProxy(t, b.addr, proxyConfig{
 		policy:  &keep,
 		options: func(o *proxy.Options) { o.TagsHeader = proxy.DefaultTagsHeader },
 		wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {

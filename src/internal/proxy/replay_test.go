@@ -54,7 +54,7 @@ func readStream(t *testing.T, c hellov1.GreeterClient, name string, count int32)
 func TestReplay_EveryCallerOfAKeptStreamReadsTheOneBackendStream(t *testing.T) {
 	const callers, count = 5, 20
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{policyFile: replayPolicy("1h")})
+	s := startProxy(t, b.addr, proxyConfig{policyFile: replayPolicy("1h")})
 	for i := range callers {
 		got := readStream(t, s.client, "ann", count)
 		if got.err != nil || len(got.messages) != count || got.messages[count-1] != fmt.Sprintf("hello ann #%d", count-1) {
@@ -80,7 +80,7 @@ func TestReplay_EveryCallerOfAKeptStreamReadsTheOneBackendStream(t *testing.T) {
 
 func TestReplay_AFailedStreamReachesItsCallerAndIsNotKept(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{policyFile: replayPolicy("1h")})
+	s := startProxy(t, b.addr, proxyConfig{policyFile: replayPolicy("1h")})
 	for i := range 2 {
 		got := readStream(t, s.client, nameError, 0)
 		if status.Code(got.err) != codes.FailedPrecondition || len(status.Convert(got.err).Details()) != 1 {

@@ -18,10 +18,10 @@ import (
 )
 
 // Tests of how unary calls fail: every waiter gets the same error, nothing
-// hangs, the sidecar survives.
+// hangs, the proxy survives.
 
 func TestUnary_BackendDownGivesUnavailableToEveryWaiter(t *testing.T) {
-	s := startSidecar(t, testkit.ClosedAddr(t), sidecarConfig{})
+	s := startProxy(t, testkit.ClosedAddr(t), proxyConfig{})
 	ctx := testkit.Context(t)
 
 	chans := make([]<-chan result, 10)
@@ -39,7 +39,7 @@ func TestUnary_BackendErrorReachesEveryWaiterAndIsNotCached(t *testing.T) {
 	const n = 5
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Minute})
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Minute})
 	ctx := testkit.Context(t)
 
 	chans := startHeld(t, ctx, s, n, nameError, "")
@@ -63,9 +63,9 @@ func TestUnary_BackendErrorReachesEveryWaiterAndIsNotCached(t *testing.T) {
 	}
 }
 
-func TestUnary_BackendHandlerPanicGivesErrorAndSidecarSurvives(t *testing.T) {
+func TestUnary_BackendHandlerPanicGivesErrorAndProxySurvives(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := testkit.Context(t)
 
 	if r := sayHello(ctx, s.client, namePanic, ""); status.Code(r.err) != codes.Internal {
@@ -100,7 +100,7 @@ func TestUnary_PanicInSharedCallGivesInternalToEveryWaiter(t *testing.T) {
 		panicking.ClientConnInterface = cc
 		return panicking
 	}
-	s := startSidecar(t, b.addr, sidecarConfig{wrapBackend: wrap})
+	s := startProxy(t, b.addr, proxyConfig{wrapBackend: wrap})
 	ctx := testkit.Context(t)
 
 	chans := startHeld(t, ctx, s, n, "x", "")
@@ -120,7 +120,7 @@ func TestUnary_BackendStoppedMidCallFailsEveryWaiter(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := testkit.Context(t)
 
 	chans := startHeld(t, ctx, s, n, "x", "")
@@ -135,7 +135,7 @@ func TestUnary_BackendStoppedMidCallFailsEveryWaiter(t *testing.T) {
 func TestUnary_OversizeMessagesAreResourceExhausted(t *testing.T) {
 	const limit = 1024
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{options: func(o *proxy.Options) { o.MaxRecvMsgBytes = limit }})
+	s := startProxy(t, b.addr, proxyConfig{options: func(o *proxy.Options) { o.MaxRecvMsgBytes = limit }})
 	ctx := testkit.Context(t)
 
 	if r := sayHello(ctx, s.client, strings.Repeat("n", 2*limit), ""); status.Code(r.err) != codes.ResourceExhausted {

@@ -43,7 +43,7 @@ func goSayHello(ctx context.Context, c hellov1.GreeterClient, name, auth string,
 }
 
 // startHeld starts n identical held calls and waits until all wait in the engine.
-func startHeld(t *testing.T, ctx context.Context, s *sidecar, n int, name, auth string) []<-chan result {
+func startHeld(t *testing.T, ctx context.Context, s *runningProxy, n int, name, auth string) []<-chan result {
 	t.Helper()
 	chans := make([]<-chan result, n)
 	for i := range chans {
@@ -57,7 +57,7 @@ func TestUnary_IdenticalConcurrentCallsShareOneBackendCall(t *testing.T) {
 	const n = 20
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := testkit.Context(t)
 
 	chans := startHeld(t, ctx, s, n, "ann", "Bearer ann")
@@ -111,7 +111,7 @@ func mdEqual(a, b metadata.MD, key string) bool {
 func TestUnary_DifferentAuthorizationNeverSharesAResponse(t *testing.T) {
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Minute})
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Minute})
 	ctx := testkit.Context(t)
 
 	alice := goSayHello(ctx, s.client, "same", "Bearer alice")
@@ -136,7 +136,7 @@ func TestUnary_DifferentAuthorizationNeverSharesAResponse(t *testing.T) {
 func TestUnary_DifferentPayloadsAreNotCollapsed(t *testing.T) {
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{ttl: time.Minute})
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Minute})
 	ctx := testkit.Context(t)
 
 	names := []string{"a", "b", "c"}
@@ -160,7 +160,7 @@ func TestUnary_LeaderCancellationDoesNotFailFollowers(t *testing.T) {
 	const followers = 5
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := testkit.Context(t)
 
 	leaderCtx, cancelLeader := context.WithCancel(ctx)
@@ -190,7 +190,7 @@ func TestUnary_LeaderCancellationDoesNotFailFollowers(t *testing.T) {
 func TestUnary_FollowerDeadlineEndsOnlyThatFollower(t *testing.T) {
 	hold := make(chan struct{})
 	b := startBackend(t, hold)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := testkit.Context(t)
 
 	chans := startHeld(t, ctx, s, 2, "x", "")
@@ -200,9 +200,9 @@ func TestUnary_FollowerDeadlineEndsOnlyThatFollower(t *testing.T) {
 	if r := testkit.Recv(t, "the short call to finish", short); status.Code(r.err) != codes.DeadlineExceeded {
 		t.Errorf("follower with deadline: err = %v, want DeadlineExceeded", r.err)
 	}
-	// The sidecar's side of the short call ends on its own deadline, which
+	// The proxy's side of the short call ends on its own deadline, which
 	// it started counting when the call arrived: later than the client's.
-	// The flight is released only once the sidecar saw that end.
+	// The flight is released only once the proxy saw that end.
 	s.waitForRequests(t, 1)
 	close(hold)
 	for i, ch := range chans {
@@ -210,7 +210,7 @@ func TestUnary_FollowerDeadlineEndsOnlyThatFollower(t *testing.T) {
 			t.Errorf("caller %d: %v", i, r.err)
 		}
 	}
-	// The sidecar sees the caller's deadline pass, or the caller's
+	// The proxy sees the caller's deadline pass, or the caller's
 	// cancellation when the caller's own timer fired first.
 	got := map[string]int{}
 	for _, r := range s.waitForRequests(t, 3) {
@@ -226,7 +226,7 @@ func TestUnary_FollowerDeadlineEndsOnlyThatFollower(t *testing.T) {
 
 func TestUnary_GzipCompressedCallIsServed(t *testing.T) {
 	b := startBackend(t, nil)
-	s := startSidecar(t, b.addr, sidecarConfig{})
+	s := startProxy(t, b.addr, proxyConfig{})
 	ctx := testkit.Context(t)
 
 	r := sayHello(ctx, s.client, "zip", "", grpc.UseCompressor(gzip.Name))

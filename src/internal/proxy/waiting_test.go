@@ -23,7 +23,7 @@ func TestUnary_WaitingListBoundsSendCallersToTheBackendWhileTheSharedCallHangs(t
 		t.Run(tt.name, func(t *testing.T) {
 			hold := make(chan struct{})
 			b := startBackend(t, hold)
-			s := startSidecar(t, b.addr, sidecarConfig{policyFile: tt.policyFile})
+			s := startProxy(t, b.addr, proxyConfig{policyFile: tt.policyFile})
 			ctx := testkit.Context(t)
 
 			callers := []<-chan result{goSayHello(ctx, s.client, "hung", "")}

@@ -127,8 +127,8 @@ func (r *recorder) snapshot() ([]requestRecord, []backendRecord) {
 	return slices.Clone(r.requests[proxy.RouteCaller]), slices.Clone(r.backend)
 }
 
-// sidecarConfig is what a test varies about the sidecar.
-type sidecarConfig struct {
+// proxyConfig is what a test varies about the proxy it starts.
+type proxyConfig struct {
 	ttl   time.Duration
 	kinds kinds // nil: greeterKinds
 	// policy, when set, replaces the default policy: collapse every unary
@@ -138,15 +138,17 @@ type sidecarConfig struct {
 	options func(*proxy.Options)
 	// wrapBackend, when set, wraps the connection to the backend.
 	wrapBackend func(grpc.ClientConnInterface) grpc.ClientConnInterface
-	// peered makes the sidecar its own only peer: every collapsed call is
+	// peered makes the proxy its own only peer: every collapsed call is
 	// forwarded to its peer listener, one hop more.
 	peered bool
 	// policyFile, when set, is the policy file's content.
 	policyFile string
 }
 
-// sidecar is a proxy serving on 127.0.0.1:0 with a client connected to it.
-type sidecar struct {
+// runningProxy is a proxy.Proxy serving on a grpc.Server on 127.0.0.1:0,
+// with a client connected to it: the proxy's part of a sidecar, without the
+// sidecar's wiring.
+type runningProxy struct {
 	client   hellov1.GreeterClient
 	conn     *grpc.ClientConn
 	proxy    *proxy.Proxy
@@ -155,8 +157,9 @@ type sidecar struct {
 	peerAddr string // the peer listener's address; "" unless peered
 }
 
-// startSidecar runs a sidecar forwarding to backendAddr until the test ends.
-func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar {
+// startProxy serves a proxy.Proxy forwarding to backendAddr, with the
+// options cfg makes, until the test ends.
+func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy {
 	t.Helper()
 	backendConn, err := grpc.NewClient(backendAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -198,9 +201,7 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 	}
 	var peerLis net.Listener
 	if cfg.peered {
-		if peerLis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			t.Fatalf("listen: %v", err)
-		}
+		peerLis = testkit.Listen(t, "127.0.0.1:0")
 		peerConn, err := peers.Dial(peerLis.Addr().String())
 		if err != nil {
 			t.Fatalf("peers: %v", err)
@@ -223,32 +224,29 @@ func startSidecar(t testing.TB, backendAddr string, cfg sidecarConfig) *sidecar 
 	srv := grpc.NewServer(p.ServerOptions()...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
+	lis := testkit.Listen(t, "127.0.0.1:0")
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("dial sidecar: %v", err)
+		t.Fatalf("dial proxy: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	s := &sidecar{client: hellov1.NewGreeterClient(conn), conn: conn, proxy: p, observed: observed, health: hs}
+	s := &runningProxy{client: hellov1.NewGreeterClient(conn), conn: conn, proxy: p, observed: observed, health: hs}
 	if peerLis != nil {
 		s.peerAddr = peerLis.Addr().String()
 	}
 	return s
 }
 
-// waitForWaiters waits until n callers wait in the sidecar's engine.
-func (s *sidecar) waitForWaiters(t testing.TB, n int) {
+// waitForWaiters waits until n callers wait in the proxy's engine.
+func (s *runningProxy) waitForWaiters(t testing.TB, n int) {
 	t.Helper()
 	testkit.WaitFor(t, "engine waiters", func() bool { return s.proxy.Stats().Waiters == n })
 }
 
-// waitForRequests waits until the sidecar observed n requests and returns them.
-func (s *sidecar) waitForRequests(t testing.TB, n int) []requestRecord {
+// waitForRequests waits until the proxy observed n requests and returns them.
+func (s *runningProxy) waitForRequests(t testing.TB, n int) []requestRecord {
 	t.Helper()
 	var got []requestRecord
 	testkit.WaitFor(t, "observed requests", func() bool {
