@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,79 +30,64 @@ import (
 
 const sayHello = "/hello.v1.Greeter/SayHello"
 
-// countingBackend is a Greeter that counts its SayHello calls: its count is
-// the truth the tests compare the sidecar's behaviour with.
-type countingBackend struct {
-	hellov1.UnimplementedGreeterServer
-	calls     atomic.Int64 // calls received
-	completed atomic.Int64 // calls answered after their whole latency
-	cancelled atomic.Int64 // calls their caller cancelled before the answer
-	latency   time.Duration
-	gate      chan struct{} // when not nil, calls numbered gateFrom or later wait for it to close
-	gateFrom  int64         // the first call gate holds; 0 or 1: every call
+// sayHelloFunc is a Greeter's SayHello.
+type sayHelloFunc = func(context.Context, *hellov1.HelloRequest) (*hellov1.HelloReply, error)
+
+// greet is the sidecar tests' SayHello: it greets the request's name, for
+// the caller the authorization header names, with the backend's number of
+// the call.
+func greet(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	caller := strings.Join(md.Get("authorization"), ",")
+	return &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Caller: caller, Call: testkit.CallNumber(ctx)}, nil
 }
 
-func (b *countingBackend) SayHello(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
-	n := b.calls.Add(1)
-	if b.gate != nil && n >= b.gateFrom {
-		select {
-		case <-b.gate:
-		case <-ctx.Done():
-			return nil, b.left(ctx)
+// gated returns a SayHello that holds every call until gate is closed, then
+// answers as greet does.
+func gated(gate <-chan struct{}) sayHelloFunc { return gatedFrom(gate, 1) }
+
+// gatedFrom is gated for the calls numbered from or later: the earlier ones
+// answer at once. A call whose caller leaves first ends with its context's
+// error.
+func gatedFrom(gate <-chan struct{}, from int64) sayHelloFunc {
+	return func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		if testkit.CallNumber(ctx) >= from {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
+		return greet(ctx, req)
 	}
-	if b.latency > 0 {
-		t := time.NewTimer(b.latency)
+}
+
+// slow returns a SayHello that answers as greet does after latency. A call
+// whose caller leaves first ends with its context's error.
+func slow(latency time.Duration) sayHelloFunc {
+	return func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		t := time.NewTimer(latency)
 		defer t.Stop()
 		select {
 		case <-t.C:
+			return greet(ctx, req)
 		case <-ctx.Done():
-			return nil, b.left(ctx)
+			return nil, ctx.Err()
 		}
 	}
-	b.completed.Add(1)
-	md, _ := metadata.FromIncomingContext(ctx)
-	caller := strings.Join(md.Get("authorization"), ",")
-	return &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Caller: caller, Call: n}, nil
 }
 
-// left returns the error of a call whose ctx ended before its answer,
-// counting it when its caller cancelled it.
-func (b *countingBackend) left(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		b.cancelled.Add(1)
-	}
-	return ctx.Err()
-}
-
-// startBackend serves b with reflection on a loopback port until the test ends.
-func startBackend(t testing.TB, b hellov1.GreeterServer) string {
+// startBackend serves g with server reflection on a loopback port until the
+// test ends, and returns its address.
+func startBackend(t testing.TB, g *testkit.Greeter) string {
 	t.Helper()
-	return startBackendOn(t, "127.0.0.1:0", b)
+	g.Services = registerReflection
+	return g.Start(t)
 }
 
-// startBackendOn is startBackend on a given address.
-func startBackendOn(t testing.TB, addr string, b hellov1.GreeterServer) string {
-	t.Helper()
-	addr, _ = serveBackend(t, addr, b)
-	return addr
-}
-
-// serveBackend is startBackendOn that also returns the stop of the backend's
-// server, to kill it before the test ends.
-func serveBackend(t testing.TB, addr string, b hellov1.GreeterServer) (string, func()) {
-	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	hellov1.RegisterGreeterServer(s, b)
-	reflection.Register(s)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String(), s.Stop
-}
+// registerReflection registers server reflection on s, as most backends
+// serve it: the sidecar learns its methods' kinds from it.
+func registerReflection(s *grpc.Server) { reflection.Register(s) }
 
 // runningSidecar is a Sidecar serving on loopback ports.
 type runningSidecar struct {

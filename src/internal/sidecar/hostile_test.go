@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -186,25 +187,18 @@ func okCall(t *testing.T, addr string) {
 	}
 }
 
-// chatHolder is a countingBackend whose Chat streams stay open until their
-// caller leaves, counting those open.
-type chatHolder struct {
-	countingBackend
-	chats atomic.Int64 // Chat streams open
-}
-
-func (b *chatHolder) Chat(stream grpc.BidiStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
-	b.chats.Add(1)
-	defer b.chats.Add(-1)
-	<-stream.Context().Done()
-	return stream.Context().Err()
-}
-
 func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 	const opened, chat = 30_000, "/hello.v1.Greeter/Chat"
 	for _, method := range []string{sayHello, chat} { // collapsed, passed through
 		t.Run(method, func(t *testing.T) {
-			backend := &chatHolder{}
+			// The backend holds each Chat stream open until its caller leaves.
+			var chats atomic.Int64 // Chat streams open at the backend
+			backend := &testkit.Greeter{SayHello: greet, Chat: func(stream grpc.BidiStreamingServer[hellov1.HelloRequest, hellov1.HelloReply]) error {
+				chats.Add(1)
+				defer chats.Add(-1)
+				<-stream.Context().Done()
+				return stream.Context().Err()
+			}}
 			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 			okCall(t, sc.addr)
 			goroutines, heap, rss := runtime.NumGoroutine(), heapInUse(), rssKiB(t)
@@ -215,11 +209,11 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 			held := serverlimits.DefaultMaxConcurrentStreams
 			testkit.WaitFor(t, "the server to take in the streams", func() bool { return runtime.NumGoroutine()-goroutines >= held })
 			if method == chat {
-				testkit.WaitFor(t, "the backend to hold the streams passed through", func() bool { return backend.chats.Load() == int64(held) })
+				testkit.WaitFor(t, "the backend to hold the streams passed through", func() bool { return chats.Load() == int64(held) })
 			}
 			c.sync(t) // any stream beyond the limit, were it accepted, has its handler now
 			// The backend's handlers are the test's goroutines, not the sidecar's.
-			grown, heapGrown := runtime.NumGoroutine()-goroutines-int(backend.chats.Load()), heapInUse()-heap
+			grown, heapGrown := runtime.NumGoroutine()-goroutines-int(chats.Load()), heapInUse()-heap
 			bound := 3*held + 50
 			t.Logf("%d streams opened: %d goroutines more (bound %d), heap +%d KiB, process RSS +%d KiB", opened, grown, bound, heapGrown>>10, rssKiB(t)-rss)
 			// A held stream costs its handler's goroutine and one more: the
@@ -254,7 +248,7 @@ func TestHostile_InventedMethodNamesLeaveMetricsAndLogsSmall(t *testing.T) {
 	t.Run("the default header bound refuses them", func(t *testing.T) {
 		const calls, nameBytes = 300, 256 << 10
 		logs := &logrecorder.Recorder{}
-		sc := startSidecarLogging(t, startBackend(t, &countingBackend{}), slog.New(logs), nil)
+		sc := startSidecarLogging(t, startBackend(t, &testkit.Greeter{SayHello: greet}), slog.New(logs), nil)
 		for i := range calls {
 			// A grpc-go client would not even send them; the server closes
 			// the connection of a client that does.
@@ -268,7 +262,7 @@ func TestHostile_InventedMethodNamesLeaveMetricsAndLogsSmall(t *testing.T) {
 		// More than the unknown methods' label allowance, longer than a label.
 		const calls, nameBytes = 150, 16 << 10
 		logs := &logrecorder.Recorder{}
-		sc := startSidecarLogging(t, startBackend(t, &countingBackend{}), slog.New(logs), nil)
+		sc := startSidecarLogging(t, startBackend(t, &testkit.Greeter{SayHello: greet}), slog.New(logs), nil)
 		conn := dial(t, sc.addr)
 		for i := range calls {
 			err := conn.Invoke(testkit.Context(t), long(i, nameBytes), &hellov1.HelloRequest{}, &hellov1.HelloReply{})
@@ -286,7 +280,15 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 	// of its slots, and the sidecar bounds a call by an hour: a backend call
 	// ends only if the sidecar cancels it when its last caller leaves.
 	callers := 2 * config.Default().MaxBackendCalls // half of the calls queue
-	backend := &countingBackend{gate: make(chan struct{})}
+	// The backend never answers: it counts the calls their caller cancelled.
+	var cancelled atomic.Int64
+	backend := &testkit.Greeter{SayHello: func(ctx context.Context, _ *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		<-ctx.Done()
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancelled.Add(1)
+		}
+		return nil, ctx.Err()
+	}}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.BackendTimeout = time.Hour
 		c.CollapseMethods = []string{sayHello}
@@ -310,20 +312,20 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 		})
 	}
 	testkit.WaitForCount(t, "every call at the backend or queued for a slot", callers, func() int {
-		return int(backend.calls.Load()) + sc.proxy.Stats().Queued
+		return int(backend.Calls.SayHello.Load()) + sc.proxy.Stats().Queued
 	})
 	giveUp()
 	wg.Wait()
 	testkit.WaitFor(t, "the backend calls to end", func() bool { return sc.proxy.Stats().InFlight == 0 })
-	testkit.WaitFor(t, "every call at the backend cancelled", func() bool { return backend.cancelled.Load() == backend.calls.Load() })
+	testkit.WaitFor(t, "every call at the backend cancelled", func() bool { return cancelled.Load() == backend.Calls.SayHello.Load() })
 	// Nothing of the run stays behind: the calls ended, and their goroutines.
 	testkit.WaitFor(t, "goroutines to settle", func() bool { return runtime.NumGoroutine() <= goroutines+10 })
-	t.Logf("%d callers gave up: %d backend calls, all cancelled", callers, backend.calls.Load())
+	t.Logf("%d callers gave up: %d backend calls, all cancelled", callers, backend.Calls.SayHello.Load())
 }
 
 func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	const requests, payload, limit = 400, 1 << 20, 1 << 20
-	sc := startSidecar(t, startBackend(t, &countingBackend{}), func(c *config.Settings) {
+	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
 		c.Cache.MaxBytes = limit
 		c.CacheTTL = time.Hour
 	})

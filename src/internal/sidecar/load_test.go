@@ -30,7 +30,8 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 		t.Skip("load test")
 	}
 	const burst = 10_000
-	backend := &countingBackend{gate: make(chan struct{})}
+	gate := make(chan struct{})
+	backend := &testkit.Greeter{SayHello: gated(gate)}
 	// No cache: every caller but the leader must have joined the call in flight.
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = 0
@@ -60,7 +61,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	// The backend call is held until every caller waits for it: the burst
 	// fits in one backend latency by construction, whatever the machine.
 	testkit.WaitForCount(t, "callers waiting", burst, func() int { return sc.proxy.Stats().Waiters })
-	close(backend.gate)
+	close(gate)
 	testkit.WaitForCount(t, "callers answered", burst, func() int { return int(answered.Load()) })
 	wg.Wait()
 
@@ -69,7 +70,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 			t.Fatalf("caller %d: reply %v, err %v; want call 1 for everyone", i, replies[i], errs[i])
 		}
 	}
-	if got := backend.calls.Load(); got != 1 {
+	if got := backend.Calls.SayHello.Load(); got != 1 {
 		t.Errorf("backend calls = %d, want 1", got)
 	}
 	for outcome, want := range map[string]float64{"leader": 1, "joined": burst - 1, "cache_hit": 0} {
@@ -77,7 +78,7 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 			t.Errorf("requests with outcome %s = %v, want %v", outcome, got, want)
 		}
 	}
-	t.Logf("%d concurrent identical requests: %d backend call", burst, backend.calls.Load())
+	t.Logf("%d concurrent identical requests: %d backend call", burst, backend.Calls.SayHello.Load())
 }
 
 // steady is a sustained-load run: workers send one identical request after
@@ -103,7 +104,7 @@ type steadyResult struct {
 
 // sustained makes the run r.
 func sustained(t testing.TB, r steady) steadyResult {
-	backend := &countingBackend{latency: r.latency}
+	backend := &testkit.Greeter{SayHello: slow(r.latency)}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = r.ttl
 		c.StaleWhileRevalidate = r.swr
@@ -119,7 +120,7 @@ func sustained(t testing.TB, r steady) steadyResult {
 	latencies := make([][]time.Duration, r.workers)
 	var wg sync.WaitGroup
 	start := time.Now()
-	more := func() bool { return ctx.Err() == nil && (r.calls == 0 || backend.calls.Load() < r.calls) }
+	more := func() bool { return ctx.Err() == nil && (r.calls == 0 || backend.Calls.SayHello.Load() < r.calls) }
 	for w := range r.workers {
 		wg.Go(func() {
 			for more() {
@@ -143,7 +144,7 @@ func sustained(t testing.TB, r steady) steadyResult {
 	if failures.Load() != 0 {
 		t.Errorf("%d requests failed, the first with %v", failures.Load(), firstFailure.Load())
 	}
-	if calls := backend.calls.Load(); calls < r.calls {
+	if calls := backend.Calls.SayHello.Load(); calls < r.calls {
 		t.Errorf("the run ended after %v with %d backend calls, short of the %d it runs for", elapsed.Round(time.Millisecond), calls, r.calls)
 	}
 	outcomes := map[string]int64{}
@@ -153,7 +154,7 @@ func sustained(t testing.TB, r steady) steadyResult {
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
 	return steadyResult{
-		requests: int64(len(all)), calls: backend.calls.Load(), outcomes: outcomes, elapsed: elapsed,
+		requests: int64(len(all)), calls: backend.Calls.SayHello.Load(), outcomes: outcomes, elapsed: elapsed,
 		p50: demo.Percentile(all, 50), p99: demo.Percentile(all, 99),
 	}
 }
@@ -248,7 +249,7 @@ func TestLoad_StaleWhileRevalidateKeepsCallersFromWaiting(t *testing.T) {
 // the last.
 func flat(t testing.TB, rounds, perRound int) (g0, g1 int, h0, h1 uint64) {
 	const workers, keys = 100, 500
-	backend := &countingBackend{latency: time.Millisecond}
+	backend := &testkit.Greeter{SayHello: slow(time.Millisecond)}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = 20 * time.Millisecond
 		c.CollapseMethods = []string{sayHello}

@@ -1,11 +1,13 @@
 package sidecar
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,20 +22,18 @@ import (
 
 // replica is one pod of a Deployment on loopback: a backend and its sidecar.
 type replica struct {
-	backend *countingBackend // nil in front of the hello backend
+	backend *testkit.Greeter // nil in front of the hello backend
 	sidecar *runningSidecar
 	client  hellov1.GreeterClient
 }
 
-// startReplicas starts n replicas of countingBackends whose sidecars
-// collapse SayHello and are each other's peers when peered.
-func startReplicas(t *testing.T, n int, peered bool, newBackend func() *countingBackend) []*replica {
+// startReplicas starts a replica in front of each of backends; the
+// sidecars collapse SayHello and are each other's peers when peered.
+func startReplicas(t *testing.T, peered bool, backends ...*testkit.Greeter) []*replica {
 	t.Helper()
-	backends := make([]*countingBackend, n)
-	addrs := make([]string, n)
-	for i := range backends {
-		backends[i] = newBackend()
-		addrs[i] = startBackend(t, backends[i])
+	addrs := make([]string, len(backends))
+	for i, b := range backends {
+		addrs[i] = startBackend(t, b)
 	}
 	rs := startSidecars(t, addrs, peered, func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 	for i, r := range rs {
@@ -81,7 +81,7 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 func backendCalls(rs []*replica) int64 {
 	var n int64
 	for _, r := range rs {
-		n += r.backend.calls.Load()
+		n += r.backend.Calls.SayHello.Load()
 	}
 	return n
 }
@@ -94,7 +94,8 @@ func TestPeers_BurstOverThreeReplicasMakesOneBackendCall(t *testing.T) {
 	}{{true, 1}, {false, 3}} {
 		t.Run(fmt.Sprint("peered=", tt.peered), func(t *testing.T) {
 			gate := make(chan struct{})
-			rs := startReplicas(t, 3, tt.peered, func() *countingBackend { return &countingBackend{gate: gate} })
+			backend := func() *testkit.Greeter { return &testkit.Greeter{SayHello: gated(gate)} }
+			rs := startReplicas(t, tt.peered, backend(), backend(), backend())
 			ctx := testkit.Context(t)
 			replies := make([]*hellov1.HelloReply, burst)
 			var wg sync.WaitGroup
@@ -148,8 +149,17 @@ func TestPeers_BurstOverThreeReplicasMakesOneBackendCall(t *testing.T) {
 func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
 	// Each call takes 100 ms: at any moment about 20 calls wait on the
 	// replica that is killed, so some are cut off in flight.
-	const keys, rounds = 30, 5
-	rs := startReplicas(t, 3, true, func() *countingBackend { return &countingBackend{latency: 100 * time.Millisecond} })
+	const keys, rounds, latency = 30, 5, 100 * time.Millisecond
+	// The third replica is killed; its backend counts the calls it answered.
+	var answered atomic.Int64
+	victim := &testkit.Greeter{SayHello: func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		reply, err := slow(latency)(ctx, req)
+		if err == nil {
+			answered.Add(1)
+		}
+		return reply, err
+	}}
+	rs := startReplicas(t, true, &testkit.Greeter{SayHello: slow(latency)}, &testkit.Greeter{SayHello: slow(latency)}, victim)
 	survivors := rs[:2]
 	ctx := testkit.Context(t)
 	var wg sync.WaitGroup
@@ -172,10 +182,9 @@ func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
 	close(start)
 	// Mid-burst, and while calls wait on the replica: a fixed sleep could
 	// land between two rounds, when none is in flight there.
-	victim := rs[2].backend
 	testkit.WaitFor(t, "a round answered and calls in flight on the replica to kill", func() bool {
-		done := victim.completed.Load()
-		return done > 0 && victim.calls.Load() > done
+		done := answered.Load()
+		return done > 0 && victim.Calls.SayHello.Load() > done
 	})
 	killed := rs[2].sidecar
 	killed.peer.Stop() // abrupt: calls in flight on it fail
@@ -194,7 +203,7 @@ func TestPeers_ReplicaKilledMidBurstLosesNoCaller(t *testing.T) {
 	for _, r := range survivors {
 		fallbacks += r.sidecar.metricSum(t, "collapser_peer_fallbacks_total", nil)
 	}
-	calls, killedCalls := backendCalls(rs), rs[2].backend.calls.Load()
+	calls, killedCalls := backendCalls(rs), victim.Calls.SayHello.Load()
 	most := int64(keys*rounds) + int64(fallbacks) + killedCalls
 	t.Logf("%d distinct calls from 2 sidecars, the third killed mid-burst: %d backend calls (%d by the killed replica's backend), %v fallbacks", keys*rounds, calls, killedCalls, fallbacks)
 	if calls > most {

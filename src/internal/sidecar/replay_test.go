@@ -37,11 +37,29 @@ func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config
 	return sc, clients, streamCount(t, backend)
 }
 
-// gatedReplaySidecar is replaySidecar in front of a gatedStreams backend,
-// which it returns: its calls count its streams, its gate holds them.
-func gatedReplaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config.Settings)) (*runningSidecar, []hellov1.GreeterClient, *gatedStreams) {
+// gatedReplaySidecar is replaySidecar in front of a backend whose
+// StreamHellos sends the first half of the replies asked for, waits for gate
+// to close, then sends the rest: a stream that stays open, half sent, until
+// the test says so. It returns that backend, which counts its streams.
+func gatedReplaySidecar(t *testing.T, gate <-chan struct{}, ttl time.Duration, conns int, edit func(*config.Settings)) (*runningSidecar, []hellov1.GreeterClient, *testkit.Greeter) {
 	t.Helper()
-	backend := &gatedStreams{gate: make(chan struct{})}
+	backend := &testkit.Greeter{StreamHellos: func(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+		reply := &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Call: testkit.CallNumber(stream.Context())}
+		n := int(req.GetCount())
+		for i := range n {
+			if i == n/2 {
+				select {
+				case <-gate:
+				case <-stream.Context().Done():
+					return stream.Context().Err()
+				}
+			}
+			if err := stream.Send(reply); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
 	sc, clients := replayingSidecar(t, startBackend(t, backend), ttl, conns, edit)
 	return sc, clients, backend
 }
@@ -65,33 +83,6 @@ func replayingSidecar(t *testing.T, backend string, ttl time.Duration, conns int
 		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
 	}
 	return sc, clients
-}
-
-// gatedStreams is a Greeter whose StreamHellos sends the first half of the
-// replies asked for, waits for gate to close, then sends the rest: a stream
-// that stays open, half sent, until the test says so.
-type gatedStreams struct {
-	hellov1.UnimplementedGreeterServer
-	calls atomic.Int64 // streams received
-	gate  chan struct{}
-}
-
-func (b *gatedStreams) StreamHellos(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
-	reply := &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Call: b.calls.Add(1)}
-	n := int(req.GetCount())
-	for i := range n {
-		if i == n/2 {
-			select {
-			case <-b.gate:
-			case <-stream.Context().Done():
-				return stream.Context().Err()
-			}
-		}
-		if err := stream.Send(reply); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // replayPolicy writes a policy file that replays StreamHellos, keeping an
@@ -180,7 +171,8 @@ func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequ
 
 func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 	const callers, n = 1000, 100
-	sc, clients, backend := gatedReplaySidecar(t, 0, 4, nil)
+	gate := make(chan struct{})
+	sc, clients, backend := gatedReplaySidecar(t, gate, 0, 4, nil)
 	req := &hellov1.HelloRequest{Name: "feed", Count: n}
 	// The backend holds its stream half sent until every caller reads it,
 	// however long a loaded machine takes to make the calls: the waits
@@ -194,14 +186,14 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 		}()
 	}
 	testkit.WaitForCount(t, "callers reading the stream", callers, func() int { return sc.proxy.StreamStats().Readers })
-	close(backend.gate)
+	close(gate)
 	testkit.WaitForCount(t, "callers at their stream's end", callers, func() int { return int(ended.Load()) })
 	for i, r := range results {
 		if !r.consistent(n, "feed") {
 			t.Fatalf("caller %d: %d replies, err %v; want %d replies of one call", i, len(r.replies), r.err, n)
 		}
 	}
-	got := backend.calls.Load()
+	got := backend.Calls.StreamHellos.Load()
 	t.Logf("%d identical StreamHellos calls of %d messages: %d backend streams", callers, n, got)
 	if got != 1 {
 		t.Errorf("backend streams = %d, want 1", got)
@@ -213,7 +205,8 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 
 func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
 	const n, late = 100, 10
-	sc, clients, backend := gatedReplaySidecar(t, 0, 1, nil)
+	gate := make(chan struct{})
+	sc, clients, backend := gatedReplaySidecar(t, gate, 0, 1, nil)
 	req := &hellov1.HelloRequest{Name: "late", Count: n}
 	ctx := testkit.Context(t)
 	first, err := clients[0].StreamHellos(ctx, req)
@@ -228,13 +221,13 @@ func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
 	done := make(chan []streamed, 1)
 	go func() { done <- streams(ctx, clients[:1], late, req) }()
 	testkit.WaitFor(t, "the late callers on the stream", func() bool { return sc.proxy.StreamStats().Readers == 1+late })
-	close(backend.gate)
+	close(gate)
 	for i, r := range testkit.Recv(t, "the late callers' streams", done) {
 		if !r.consistent(n, "late") {
 			t.Errorf("caller %d, joined at message 50: %d replies, err %v; want all %d", i, len(r.replies), r.err, n)
 		}
 	}
-	if got := backend.calls.Load(); got != 1 {
+	if got := backend.Calls.StreamHellos.Load(); got != 1 {
 		t.Errorf("backend streams = %d, want 1", got)
 	}
 }
@@ -244,7 +237,8 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 	// window, so a caller that reads nothing stops its own sends at once.
 	const n, readers = 2000, 5
 	name := fmt.Sprintf("%04096d", 0)
-	sc, clients, backend := gatedReplaySidecar(t, 0, 2, func(c *config.Settings) { c.Streams.MaxBytes = 16 << 20 })
+	gate := make(chan struct{})
+	sc, clients, backend := gatedReplaySidecar(t, gate, 0, 2, func(c *config.Settings) { c.Streams.MaxBytes = 16 << 20 })
 	req := &hellov1.HelloRequest{Name: name, Count: n}
 	ctx := testkit.Context(t)
 	stalled, err := clients[1].StreamHellos(ctx, req)
@@ -263,14 +257,14 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 	}
 	// The backend holds the stream half sent until all read the same record.
 	testkit.WaitFor(t, "the readers on the stalled caller's stream", func() bool { return sc.proxy.StreamStats().Readers == 1+readers })
-	close(backend.gate)
+	close(gate)
 	for i := range readers {
 		r := testkit.Recv(t, "a reader's whole stream", results)
 		if !r.consistent(n, name) || r.replies[0].GetCall() != first.GetCall() {
 			t.Errorf("reader %d: %d replies, err %v; want all %d of the stalled caller's call %d", i, len(r.replies), r.err, n, first.GetCall())
 		}
 	}
-	if got := backend.calls.Load(); got != 1 {
+	if got := backend.Calls.StreamHellos.Load(); got != 1 {
 		t.Errorf("backend streams = %d, want 1: the readers read the stalled caller's", got)
 	}
 }

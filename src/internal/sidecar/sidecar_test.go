@@ -17,7 +17,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
-	backend := &countingBackend{gate: make(chan struct{})}
+	gate := make(chan struct{})
+	backend := &testkit.Greeter{SayHello: gated(gate)}
 	sc := startSidecar(t, startBackend(t, backend), nil) // no explicit method list
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
@@ -34,9 +35,9 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 		})
 	}
 	testkit.WaitFor(t, "every caller waiting", func() bool { return sc.proxy.Stats().Waiters >= n })
-	close(backend.gate)
+	close(gate)
 	wg.Wait()
-	if got := backend.calls.Load(); got != 1 {
+	if got := backend.Calls.SayHello.Load(); got != 1 {
 		t.Errorf("backend calls = %d, want 1", got)
 	}
 }
@@ -60,12 +61,14 @@ func TestSidecar_HealthFollowsBackend(t *testing.T) {
 	}
 
 	// Bring the backend up on that address: the sidecar turns SERVING.
-	startBackendOn(t, addr, &countingBackend{})
+	backend := &testkit.Greeter{Services: registerReflection}
+	backend.Serve(t, testkit.Listen(t, addr))
 	testkit.WaitFor(t, "the sidecar SERVING after the backend came up", func() bool { return check() == healthpb.HealthCheckResponse_SERVING })
 }
 
 func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
-	backend := &countingBackend{gate: make(chan struct{})}
+	gate := make(chan struct{})
+	backend := &testkit.Greeter{SayHello: gated(gate)}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	replied := make(chan error, 1)
@@ -73,14 +76,14 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 		_, err := client.SayHello(context.Background(), &hellov1.HelloRequest{Name: "last"})
 		replied <- err
 	}()
-	testkit.WaitFor(t, "the call to reach the backend", func() bool { return backend.calls.Load() > 0 })
+	testkit.WaitFor(t, "the call to reach the backend", func() bool { return backend.Calls.SayHello.Load() > 0 })
 	sc.cancel() // SIGTERM
 	select {
 	case err := <-sc.served:
 		t.Fatalf("Serve returned (%v) while a call was in flight", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(backend.gate)
+	close(gate)
 	if err := testkit.Recv(t, "the reply to the call in flight", replied); err != nil {
 		t.Errorf("call in flight at shutdown: %v", err)
 	}

@@ -21,7 +21,8 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	const ttl, callers = 100 * time.Millisecond, 1000
 	// The backend holds its second call, the refresh, until every caller has
 	// its answer: none of them can have waited for it.
-	backend := &countingBackend{gate: make(chan struct{}), gateFrom: 2}
+	gate := make(chan struct{})
+	backend := &testkit.Greeter{SayHello: gatedFrom(gate, 2)}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = ttl
 		c.StaleWhileRevalidate = time.Minute
@@ -49,15 +50,15 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 		})
 	}
 	wg.Wait()
-	testkit.WaitFor(t, "the refresh at the backend", func() bool { return backend.calls.Load() == 2 })
+	testkit.WaitFor(t, "the refresh at the backend", func() bool { return backend.Calls.SayHello.Load() == 2 })
 	for outcome, want := range map[string]float64{"leader": 1, "joined": 0, "stale": callers} {
 		if got := sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": outcome}); got != want {
 			t.Errorf("requests with outcome %s = %v, want %v", outcome, got, want)
 		}
 	}
-	close(backend.gate)
+	close(gate)
 	testkit.WaitFor(t, "the refresh", func() bool { return sc.proxy.Stats().InFlight == 0 })
-	if got := backend.calls.Load(); got != 2 {
+	if got := backend.Calls.SayHello.Load(); got != 2 {
 		t.Errorf("backend calls = %d, want 2: the first and one refresh", got)
 	}
 	reply, err := clients[0].SayHello(ctx, &hellov1.HelloRequest{Name: "feed"})
@@ -71,8 +72,8 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 // the sidecar, a client of it and the backend's one answer.
 func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar, hellov1.GreeterClient, *hellov1.HelloReply) {
 	t.Helper()
-	addr, kill := serveBackend(t, "127.0.0.1:0", &countingBackend{})
-	sc := startSidecar(t, addr, func(c *config.Settings) {
+	backend := &testkit.Greeter{SayHello: greet}
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = ttl
 		c.StaleIfError = window
 		c.BackendTimeout = 500 * time.Millisecond
@@ -83,7 +84,7 @@ func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar,
 	if err != nil {
 		t.Fatal(err)
 	}
-	kill()
+	backend.Stop()
 	return sc, client, good
 }
 
