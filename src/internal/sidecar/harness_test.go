@@ -98,42 +98,29 @@ type runningSidecar struct {
 	stop              func() error       // cancel, then Serve's result; once
 }
 
-// serveSidecar serves a Sidecar in front of backend until the test ends.
-func serveSidecar(t testing.TB, backend string, edit func(*config.Settings)) *runningSidecar {
+// startSidecar serves a Sidecar in front of backend, with the settings
+// edit makes of the defaults (nil: none), on loopback ports until the test
+// ends, and waits until its health service reports SERVING; opts change how
+// it starts.
+func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opts ...sidecarOption) *runningSidecar {
 	t.Helper()
-	return serveSidecarLogging(t, backend, slog.New(slog.DiscardHandler), edit)
-}
-
-// serveSidecarLogging is serveSidecar logging to logger.
-func serveSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Settings)) *runningSidecar {
-	t.Helper()
+	o := sidecarOptions{logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg := config.Default()
 	cfg.Backend = backend
 	if edit != nil {
 		edit(&cfg)
 	}
-	return serveConfig(t, cfg, logger, nil)
-}
-
-// serveConfig serves a Sidecar of cfg on loopback ports, its peer listener
-// on peerLis (nil: none), until the test ends.
-func serveConfig(t testing.TB, cfg config.Settings, logger *slog.Logger, peerLis net.Listener) *runningSidecar {
-	t.Helper()
-	s, err := New(cfg, logger)
+	s, err := New(cfg, o.logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	grpcLis, metricsLis := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, Listeners{GRPC: grpcLis, Metrics: metricsLis, Peer: peerLis}) }()
+	go func() { served <- s.Serve(ctx, Listeners{GRPC: grpcLis, Metrics: metricsLis, Peer: o.peerLis}) }()
 	r := &runningSidecar{Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String(), cancel: cancel, served: served}
 	r.stop = sync.OnceValue(func() error {
 		cancel()
@@ -149,23 +136,35 @@ func serveConfig(t testing.TB, cfg config.Settings, logger *slog.Logger, peerLis
 			t.Errorf("Serve: %v", err)
 		}
 	})
+	if !o.backendDown {
+		waitServing(t, dial(t, r.addr))
+	}
 	return r
 }
 
-// startSidecar is serveSidecar that waits until the sidecar's health
-// service reports SERVING.
-func startSidecar(t testing.TB, backend string, edit func(*config.Settings)) *runningSidecar {
-	t.Helper()
-	return startSidecarLogging(t, backend, slog.New(slog.DiscardHandler), edit)
+// sidecarOptions are how startSidecar starts a sidecar, beside its settings.
+type sidecarOptions struct {
+	logger      *slog.Logger // where it logs; default: nowhere
+	peerLis     net.Listener // its peer listener; default: none
+	backendDown bool         // return without waiting for SERVING
 }
 
-// startSidecarLogging is startSidecar logging to logger.
-func startSidecarLogging(t testing.TB, backend string, logger *slog.Logger, edit func(*config.Settings)) *runningSidecar {
-	t.Helper()
-	r := serveSidecarLogging(t, backend, logger, edit)
-	waitServing(t, dial(t, r.addr))
-	return r
+// sidecarOption sets one of the sidecarOptions.
+type sidecarOption func(*sidecarOptions)
+
+// logTo makes the sidecar log to logger.
+func logTo(logger *slog.Logger) sidecarOption {
+	return func(o *sidecarOptions) { o.logger = logger }
 }
+
+// peerListener serves the sidecar's peer listener on lis.
+func peerListener(lis net.Listener) sidecarOption {
+	return func(o *sidecarOptions) { o.peerLis = lis }
+}
+
+// backendDown starts a sidecar whose backend is down: startSidecar returns
+// without waiting for a SERVING it would not report.
+func backendDown(o *sidecarOptions) { o.backendDown = true }
 
 func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()

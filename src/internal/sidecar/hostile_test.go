@@ -248,7 +248,7 @@ func TestHostile_InventedMethodNamesLeaveMetricsAndLogsSmall(t *testing.T) {
 	t.Run("the default header bound refuses them", func(t *testing.T) {
 		const calls, nameBytes = 300, 256 << 10
 		logs := &logrecorder.Recorder{}
-		sc := startSidecarLogging(t, startBackend(t, &testkit.Greeter{SayHello: greet}), slog.New(logs), nil)
+		sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), nil, logTo(slog.New(logs)))
 		for i := range calls {
 			// A grpc-go client would not even send them; the server closes
 			// the connection of a client that does.
@@ -262,7 +262,7 @@ func TestHostile_InventedMethodNamesLeaveMetricsAndLogsSmall(t *testing.T) {
 		// More than the unknown methods' label allowance, longer than a label.
 		const calls, nameBytes = 150, 16 << 10
 		logs := &logrecorder.Recorder{}
-		sc := startSidecarLogging(t, startBackend(t, &testkit.Greeter{SayHello: greet}), slog.New(logs), nil)
+		sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), nil, logTo(slog.New(logs)))
 		conn := dial(t, sc.addr)
 		for i := range calls {
 			err := conn.Invoke(testkit.Context(t), long(i, nameBytes), &hellov1.HelloRequest{}, &hellov1.HelloReply{})

@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -50,28 +49,27 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 	peerLis := make([]net.Listener, len(backends))
 	addrs := make([]string, len(backends))
 	for i := range peerLis {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peerLis[i], addrs[i] = lis, lis.Addr().String()
+		peerLis[i] = testkit.Listen(t, "127.0.0.1:0")
+		addrs[i] = peerLis[i].Addr().String()
 	}
 	rs := make([]*replica, len(backends))
 	for i, backend := range backends {
-		cfg := config.Default()
-		cfg.Backend = backend
-		edit(&cfg)
-		var lis net.Listener
+		var opts []sidecarOption
 		if peered {
-			cfg.Peers, lis = strings.Join(addrs, ","), peerLis[i]
+			opts = append(opts, peerListener(peerLis[i]))
 		} else {
 			peerLis[i].Close()
 		}
-		sc := serveConfig(t, cfg, slog.New(slog.DiscardHandler), lis)
+		sc := startSidecar(t, backend, func(c *config.Settings) {
+			edit(c)
+			if peered {
+				c.Peers = strings.Join(addrs, ",")
+			}
+		}, opts...)
 		// Callers address the replicas by one name, as a Service's are:
 		// the authority is part of the key.
 		conn := dial(t, sc.addr, grpc.WithAuthority("hello.example"))
-		waitServing(t, conn)
+		waitServing(t, conn) // connected
 		rs[i] = &replica{sidecar: sc, client: hellov1.NewGreeterClient(conn)}
 	}
 	return rs
@@ -281,15 +279,10 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 	const callers, replies = 20, 10
 	backend := hellotest.Serve(t, hello.Options{})
 	count := streamCount(t, backend)
-	cfg := config.Default()
-	cfg.Backend = backend
-	cfg.PolicyFile = replayPolicy(t, time.Minute)
-	cfg.Peers = testkit.ClosedAddr(t)                // the only owner there is, gone
-	peerLis, err := net.Listen("tcp", "127.0.0.1:0") // its own, not in the list
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := serveConfig(t, cfg, slog.New(slog.DiscardHandler), peerLis)
+	sc := startSidecar(t, backend, func(c *config.Settings) {
+		c.PolicyFile = replayPolicy(t, time.Minute)
+		c.Peers = testkit.ClosedAddr(t) // the only owner there is, gone
+	}, peerListener(testkit.Listen(t, "127.0.0.1:0"))) // its own, not in the list
 	waitStreamLearned(t, sc)
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	req := &hellov1.HelloRequest{Name: "feed", Count: replies, IntervalMs: 10}

@@ -45,7 +45,7 @@ func TestSidecar_LearnsUnaryMethodsFromReflectionAndCollapses(t *testing.T) {
 func TestSidecar_HealthFollowsBackend(t *testing.T) {
 	addr := testkit.ClosedAddr(t) // the backend is down
 
-	sc := serveSidecar(t, addr, nil)
+	sc := startSidecar(t, addr, nil, backendDown)
 	health := healthpb.NewHealthClient(dial(t, sc.addr))
 	check := func() healthpb.HealthCheckResponse_ServingStatus {
 		c, done := context.WithTimeout(context.Background(), time.Second)
@@ -93,7 +93,7 @@ func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 }
 
 func TestSidecar_LivenessServesWhileBackendIsDown(t *testing.T) {
-	sc := serveSidecar(t, "127.0.0.1:1", nil) // nothing listens there
+	sc := startSidecar(t, "127.0.0.1:1", nil, backendDown) // nothing listens there
 	health := healthpb.NewHealthClient(dial(t, sc.addr))
 	for service, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
 		"":              healthpb.HealthCheckResponse_NOT_SERVING,
