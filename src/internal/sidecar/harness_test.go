@@ -93,6 +93,7 @@ func registerReflection(s *grpc.Server) { reflection.Register(s) }
 type runningSidecar struct {
 	*Sidecar
 	addr, metricsAddr string
+	adminAddr         string             // its admin service's listener
 	cancel            context.CancelFunc // what SIGTERM does
 	served            <-chan error       // Serve's result
 	stop              func() error       // cancel, then Serve's result; once
@@ -117,11 +118,16 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcLis, metricsLis := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
+	grpcLis, metricsLis, adminLis := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, Listeners{GRPC: grpcLis, Metrics: metricsLis, Peer: o.peerLis}) }()
-	r := &runningSidecar{Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String(), cancel: cancel, served: served}
+	go func() {
+		served <- s.Serve(ctx, Listeners{GRPC: grpcLis, Metrics: metricsLis, Peer: o.peerLis, Admin: adminLis})
+	}()
+	r := &runningSidecar{
+		Sidecar: s, addr: grpcLis.Addr().String(), metricsAddr: metricsLis.Addr().String(), adminAddr: adminLis.Addr().String(),
+		cancel: cancel, served: served,
+	}
 	r.stop = sync.OnceValue(func() error {
 		cancel()
 		select {

@@ -159,19 +159,21 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		peerCC = peerConn
 	}
 	p, err = proxy.New(proxy.Options{
-		Backend:         backend,
-		Peers:           peerCC,
-		Rules:           decider,
-		KeyRule:         rule,
-		Cache:           cfg.Cache,
-		Streams:         cfg.Streams,
-		MaxBackendCalls: cfg.MaxBackendCalls,
-		PrivateHeaders:  cfg.PrivateHeaders,
-		ReceiveTimeout:  cfg.ReceiveTimeout,
-		MaxRecvMsgBytes: cfg.MaxRecvMsgBytes,
-		MaxSendMsgBytes: cfg.MaxSendMsgBytes,
-		Observer:        observer,
-		Logger:          logger,
+		Backend:           backend,
+		Peers:             peerCC,
+		Rules:             decider,
+		KeyRule:           rule,
+		Cache:             cfg.Cache,
+		Streams:           cfg.Streams,
+		MaxBackendCalls:   cfg.MaxBackendCalls,
+		PrivateHeaders:    cfg.PrivateHeaders,
+		ReceiveTimeout:    cfg.ReceiveTimeout,
+		MaxRecvMsgBytes:   cfg.MaxRecvMsgBytes,
+		MaxSendMsgBytes:   cfg.MaxSendMsgBytes,
+		TagsHeader:        cfg.TagsHeader,
+		ForwardTagsHeader: cfg.ForwardTagsHeader,
+		Observer:          observer,
+		Logger:            logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
