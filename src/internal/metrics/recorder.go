@@ -71,6 +71,11 @@ type Recorder struct {
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
 }
 
+// counterVec is a counter vector named name, with help and labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
 // NewRecorder registers the sidecar's metrics with reg.
 func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 	if reg == nil {
@@ -82,55 +87,45 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 	s := &Recorder{
 		sources: src,
 		methods: newMethodLimiter(MaxUnknownMethods),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_requests_total",
-			Help: "Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.",
-		}, []string{"method", "outcome", "code"}),
-		backendCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_backend_calls_total",
-			Help: "Calls the sidecar made to the backend, shared unary calls and passed-through streams alike, by method and gRPC code.",
-		}, []string{"method", "code"}),
+		requests: counterVec("collapser_requests_total",
+			"Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.",
+			"method", "outcome", "code"),
+		backendCalls: counterVec("collapser_backend_calls_total",
+			"Calls the sidecar made to the backend, shared unary calls and passed-through streams alike, by method and gRPC code.",
+			"method", "code"),
 		backendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "collapser_backend_call_duration_seconds",
 			Help:    "Duration of the sidecar's calls to the backend of unary methods (and of methods of unknown kind), shared or passed through, by method; streams are only counted, in collapser_backend_calls_total.",
 			Buckets: durationBuckets,
 		}, []string{"method"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_policy_reloads_total",
-			Help: "Reloads of a changed policy file, by result: success (applied) or failure (invalid; the policy in force stays).",
-		}, []string{"result"}),
+		reloads: counterVec("collapser_policy_reloads_total",
+			"Reloads of a changed policy file, by result: success (applied) or failure (invalid; the policy in force stays).",
+			"result"),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "collapser_policy_last_reload_successful",
 			Help: "1 if the policy file in force is the file's latest content, 0 if its latest change was invalid.",
 		}),
-		peerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_peer_calls_total",
-			Help: "Collapsed calls and replayed streams forwarded to the replica that owns their key, by method, who answered (owner: self when the forwarding sidecar owns the key, peer when another replica does, none when no owner's answer came, for a stream its end) and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
-		}, []string{"method", "owner", "code"}),
-		peerFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_peer_fallbacks_total",
-			Help: "Forwarded calls and streams that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
-		}, []string{"method", "code"}),
-		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_peer_requests_total",
-			Help: "Calls and replayed streams served for peers as the owner of their key, by method, how they were served (outcome: a collapse outcome, or a replay one for streams) and the gRPC code the peer got.",
-		}, []string{"method", "outcome", "code"}),
-		streamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_stream_requests_total",
-			Help: "Calls of replayed server-streaming methods, by method, how they were served (outcome: leader, joined, replayed from a kept stream, own stream, error) and the gRPC code the caller got.",
-		}, []string{"method", "outcome", "code"}),
-		freshness: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_answer_freshness_total",
-			Help: "Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
-		}, []string{"method", "source"}),
-		purges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_purges_total",
-			Help: "Purge requests to the admin service, by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback).",
-		}, []string{"kind", "mode", "result"}),
-		purgedEntries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "collapser_purged_entries_total",
-			Help: "Answers the admin service's purges took back from the cache, by kind (request, method, tag) and mode (hard: gone; soft: stale from now).",
-		}, []string{"kind", "mode"}),
+		peerCalls: counterVec("collapser_peer_calls_total",
+			"Collapsed calls and replayed streams forwarded to the replica that owns their key, by method, who answered (owner: self when the forwarding sidecar owns the key, peer when another replica does, none when no owner's answer came, for a stream its end) and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
+			"method", "owner", "code"),
+		peerFallbacks: counterVec("collapser_peer_fallbacks_total",
+			"Forwarded calls and streams that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
+			"method", "code"),
+		peerRequests: counterVec("collapser_peer_requests_total",
+			"Calls and replayed streams served for peers as the owner of their key, by method, how they were served (outcome: a collapse outcome, or a replay one for streams) and the gRPC code the peer got.",
+			"method", "outcome", "code"),
+		streamRequests: counterVec("collapser_stream_requests_total",
+			"Calls of replayed server-streaming methods, by method, how they were served (outcome: leader, joined, replayed from a kept stream, own stream, error) and the gRPC code the caller got.",
+			"method", "outcome", "code"),
+		freshness: counterVec("collapser_answer_freshness_total",
+			"Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
+			"method", "source"),
+		purges: counterVec("collapser_purges_total",
+			"Purge requests to the admin service, by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback).",
+			"kind", "mode", "result"),
+		purgedEntries: counterVec("collapser_purged_entries_total",
+			"Answers the admin service's purges took back from the cache, by kind (request, method, tag) and mode (hard: gone; soft: stale from now).",
+			"kind", "mode"),
 		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
 			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
 			[]string{"method", "action", "reason"}, nil),
