@@ -355,3 +355,31 @@ func TestStreams_ConcurrentReadersJoinAndLeave(t *testing.T) {
 	wg.Wait()
 	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
 }
+
+func TestStreams_ARecordEndingBadlyIsNeverReplayedWhileFinishDropsIt(t *testing.T) {
+	// Between a record's end (its readers wake) and finish (it leaves the
+	// map) a caller may come: a failed or private record must not be
+	// replayed to it, it starts a stream of its own as leader.
+	for name, ending := range map[string]func(r *record){
+		"failed":  func(r *record) { r.err = errors.New("aborted") },
+		"private": func(r *record) { r.private, r.closed = true, true },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := New(Options{})
+			old, _ := newRecord(s, "k", time.Hour)
+			old.ended = true
+			ending(old)
+			s.m["k"] = old // ended, and finish has not dropped it yet
+			rd, o := s.Join("k", time.Hour, newSource(nil).open)
+			if o != Lead {
+				t.Fatalf("caller in the window: %v, want a stream of its own as leader", o)
+			}
+			s.finish(old)
+			if s.m["k"] == old || s.m["k"] == nil {
+				t.Error("finish of the old record dropped the new one, or the new one is not the key's")
+			}
+			rd.Close()
+			waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
+		})
+	}
+}

@@ -49,21 +49,33 @@ func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outco
 	defer s.mu.Unlock()
 	s.sweep(s.now())
 	if r := s.m[key]; r != nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		switch {
-		case r.ended:
-			return &Reader{r: r}, Replay
-		case r.closed:
-			return nil, Own
+		if rd, o, ok := s.joinRecord(r); ok {
+			return rd, o
 		}
-		r.readers++
-		return &Reader{r: r}, Join
 	}
 	r, ctx := newRecord(s, key, ttl)
 	s.m[key] = r
 	go r.pump(ctx, open)
 	return &Reader{r: r, lead: true}, Lead
+}
+
+// joinRecord returns a Reader of r, the key's record, or reports false when
+// r has ended in a way that is never replayed (an error, or a private or
+// closed stream) and only waits for finish to drop it: the caller starts a
+// new record, and finish leaves that one alone. The caller holds s.mu.
+func (s *Streams) joinRecord(r *record) (*Reader, Outcome, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.ended && (r.err != nil || r.closed):
+		return nil, 0, false
+	case r.ended:
+		return &Reader{r: r}, Replay, true
+	case r.closed:
+		return nil, Own, true
+	}
+	r.readers++
+	return &Reader{r: r}, Join, true
 }
 
 // Stats returns a snapshot of the streams' state.
