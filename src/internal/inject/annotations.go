@@ -1,0 +1,128 @@
+package inject
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// The pod annotations the injector reads, and the namespace label that
+// opts a whole namespace in.
+const (
+	// AnnotationInject opts a pod in ("true") or out ("false").
+	AnnotationInject = prefix + "inject"
+	// AnnotationBackendPort is the port the workload serves gRPC on, on
+	// loopback; the sidecar forwards there. Default: the template's backend.
+	AnnotationBackendPort = prefix + "backend-port"
+	// AnnotationPort is the sidecar's gRPC port, named PortName, that the
+	// workload's Service targets. Default: the template's gRPC port.
+	AnnotationPort = prefix + "port"
+	// AnnotationMetricsPort is the sidecar's Prometheus port, named
+	// MetricsPortName. Default: the template's metrics port.
+	AnnotationMetricsPort = prefix + "metrics-port"
+	// AnnotationPeers names a headless Service in the pod's namespace that
+	// selects the workload's pods and exposes the peer port: its sidecars
+	// collapse calls across replicas. Default: no peers.
+	AnnotationPeers = prefix + "peers"
+	// AnnotationPeerPort is the port peers forward calls to, named
+	// PeerPortName, with AnnotationPeers. Default: the template's.
+	AnnotationPeerPort = prefix + "peer-port"
+	// AnnotationPolicy names a ConfigMap in the pod's namespace whose
+	// policy.yaml is the sidecar's per-method policy. Default: none.
+	AnnotationPolicy = prefix + "policy-configmap"
+	// AnnotationCacheTTL is the default rule's cache TTL, a Go duration.
+	// Default: the template's.
+	AnnotationCacheTTL = prefix + "cache-ttl"
+
+	// NamespaceLabel with the value NamespaceEnabled injects every pod of
+	// the namespace that does not set AnnotationInject to "false".
+	NamespaceLabel   = prefix + "inject"
+	NamespaceEnabled = "enabled"
+
+	prefix = "collapser.io/"
+)
+
+// settings are one pod's values for the sidecar; a zero or empty field
+// keeps the template's.
+type settings struct {
+	backendPort int32
+	port        int32
+	metricsPort int32
+	peerPort    int32
+	peers       string
+	policy      string
+	cacheTTL    string
+}
+
+// annotationParsers read each per-pod annotation into settings. Each
+// returns the accepted values when the value is not one of them.
+var annotationParsers = map[string]func(s *settings, v string) (accepted string){
+	AnnotationBackendPort: portParser(func(s *settings) *int32 { return &s.backendPort }),
+	AnnotationPort:        portParser(func(s *settings) *int32 { return &s.port }),
+	AnnotationMetricsPort: portParser(func(s *settings) *int32 { return &s.metricsPort }),
+	AnnotationPeerPort:    portParser(func(s *settings) *int32 { return &s.peerPort }),
+	AnnotationPeers: func(s *settings, v string) string {
+		if len(validation.IsDNS1035Label(v)) > 0 {
+			return "the name of a headless Service in the pod's namespace (a DNS-1035 label)"
+		}
+		s.peers = v
+		return ""
+	},
+	AnnotationPolicy: func(s *settings, v string) string {
+		if len(validation.IsDNS1123Subdomain(v)) > 0 {
+			return "the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)"
+		}
+		s.policy = v
+		return ""
+	},
+	AnnotationCacheTTL: func(s *settings, v string) string {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return `a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only)`
+		}
+		s.cacheTTL = d.String()
+		return ""
+	},
+}
+
+func portParser(field func(*settings) *int32) func(*settings, string) string {
+	return func(s *settings, v string) string {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || !validPort(int32(p)) {
+			return "a port number from 1 to 65535"
+		}
+		*field(s) = int32(p)
+		return ""
+	}
+}
+
+// parseSettings reads the per-pod annotations. It returns a rejection for
+// every bad value, and a warning for every collapser.io/ annotation it does
+// not know.
+func parseSettings(annotations map[string]string) (settings, []string, []string) {
+	var s settings
+	var rejections, warnings []string
+	for _, name := range slices.Sorted(maps.Keys(annotations)) {
+		v := annotations[name]
+		if name == AnnotationInject || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		parse, ok := annotationParsers[name]
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("annotation %s is not a collapser setting and is ignored; the settings are %s", name, strings.Join(slices.Sorted(maps.Keys(annotationParsers)), ", ")))
+			continue
+		}
+		if accepted := parse(&s, v); accepted != "" {
+			rejections = append(rejections, fmt.Sprintf("annotation %s: %q is not valid; want %s", name, v, accepted))
+		}
+	}
+	if s.peerPort != 0 && s.peers == "" {
+		warnings = append(warnings, fmt.Sprintf("annotation %s is ignored without %s", AnnotationPeerPort, AnnotationPeers))
+	}
+	return s, rejections, warnings
+}

@@ -1,0 +1,14 @@
+package inject
+
+// The sidecar's environment variables that per-pod settings set: each is
+// COLLAPSER_ and its flag in upper snake case (package config; a test
+// holds them to config.EnvName).
+const (
+	envListen        = "COLLAPSER_LISTEN"
+	envMetricsListen = "COLLAPSER_METRICS_LISTEN"
+	envBackend       = "COLLAPSER_BACKEND"
+	envCacheTTL      = "COLLAPSER_CACHE_TTL"
+	envPeers         = "COLLAPSER_PEERS"
+	envPeerListen    = "COLLAPSER_PEER_LISTEN"
+	envPolicyFile    = "COLLAPSER_POLICY_FILE"
+)

@@ -1,0 +1,243 @@
+// Package inject decides whether a pod gets the collapser sidecar and
+// builds the JSON patch that adds it. It knows nothing of the sidecar
+// itself: the container comes from a Template the chart renders (the very
+// container of the chart's own pod), and injection only fills in each pod's
+// settings from its annotations (ports, backend, peers, policy, cache TTL).
+//
+// Nothing is intercepted: callers reach the sidecar through the workload's
+// Service, whose targetPort names PortName. Probes are not rewritten and no
+// capability is added, so a pod that passes Pod Security "restricted"
+// passes it injected too.
+//
+// The patch only adds (the sidecar, a policy volume): it never rewrites the
+// pod from a decoded copy, so fields this package's API version does not
+// know survive. A pod that already has the sidecar is left as it is, so the
+// webhook can be invoked again (reinvocationPolicy IfNeeded).
+package inject
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The names of the injected sidecar's ports: unique in the pod, so that a
+// Service's targetPort names one port (the template's are named
+// templateGRPCPort and templateMetricsPort, which an app may use too).
+const (
+	PortName        = "collapser"
+	MetricsPortName = "collapser-prom"
+	PeerPortName    = "collapser-peer"
+
+	templateGRPCPort    = "grpc"
+	templateMetricsPort = "metrics"
+)
+
+// policyVolume is the name of the volume of the policy ConfigMap, and
+// policyFile the file in it that the sidecar reads.
+const (
+	policyVolume = "collapser-policy"
+	policyFile   = "policy.yaml"
+)
+
+// A native sidecar's startup probe: the liveness probe's check (the sidecar
+// serves, whatever its backend's state: the app starts only after it),
+// tried every second for up to startupFailureThreshold seconds.
+const (
+	startupPeriodSeconds    = 1
+	startupFailureThreshold = 30
+)
+
+// Mode says how the sidecar is added to a pod.
+type Mode int
+
+const (
+	// Native adds the sidecar as the last init container, with
+	// restartPolicy Always and a startup probe (Kubernetes 1.29+): the app
+	// containers start once it serves, and a Job completes when its own
+	// containers exit.
+	Native Mode = iota
+	// Ordinary adds the sidecar as the last container, for API servers
+	// without native sidecars.
+	Ordinary
+)
+
+// Injector injects Template's sidecar in Mode.
+type Injector struct {
+	Template Template
+	Mode     Mode
+}
+
+// Result is what injection does to one pod.
+type Result struct {
+	// Patch is the JSON patch (RFC 6902) that adds the sidecar; empty when
+	// the pod is left as it is.
+	Patch []jsonpatch.Operation
+	// Warnings are notes for whoever creates the pod.
+	Warnings []string
+}
+
+// Rejection is why a pod must not be created as it is: each reason names
+// the annotation to change and the values it accepts.
+type Rejection struct {
+	Reasons []string
+}
+
+func (r *Rejection) Error() string { return strings.Join(r.Reasons, "; ") }
+
+// Inject returns the patch that adds the sidecar to pod, created in
+// namespace whose labels are namespaceLabels, or a *Rejection. A pod that
+// did not opt in, or already has the sidecar, gets an empty Result.
+func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map[string]string) (Result, error) {
+	wanted, err := wantsSidecar(pod.Annotations, namespaceLabels)
+	if err != nil || !wanted || in.injected(pod) {
+		return Result{}, err
+	}
+	s, rejections, warnings := parseSettings(pod.Annotations)
+	if len(rejections) > 0 {
+		return Result{}, &Rejection{Reasons: rejections}
+	}
+	c, backendPort := in.container(s, namespace)
+	if rejections := collisions(pod, c, backendPort); len(rejections) > 0 {
+		return Result{}, &Rejection{Reasons: rejections}
+	}
+	if backendPort != 0 && !declares(pod, backendPort) {
+		warnings = append(warnings, fmt.Sprintf("no container declares port %d, where the collapser sidecar forwards calls on 127.0.0.1; if the app serves gRPC on another port, set %s to it", backendPort, AnnotationBackendPort))
+	}
+	var patch []jsonpatch.Operation
+	if in.Mode == Native {
+		patch = append(patch, appendOp("/spec/initContainers", len(pod.Spec.InitContainers), c))
+	} else {
+		patch = append(patch, appendOp("/spec/containers", len(pod.Spec.Containers), c))
+		warnings = append(warnings, "the collapser sidecar is an ordinary container (no native sidecars here): the app may start before it serves, and a Job's pod does not complete while it runs")
+	}
+	if s.policy != "" {
+		v := corev1.Volume{Name: policyVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: s.policy},
+		}}}
+		patch = append(patch, appendOp("/spec/volumes", len(pod.Spec.Volumes), v))
+	}
+	return Result{Patch: patch, Warnings: warnings}, nil
+}
+
+// wantsSidecar reads the opt-in: the pod's annotation, else its namespace's label.
+func wantsSidecar(annotations, namespaceLabels map[string]string) (bool, error) {
+	v, ok := annotations[AnnotationInject]
+	switch {
+	case !ok:
+		return namespaceLabels[NamespaceLabel] == NamespaceEnabled, nil
+	case v == "true":
+		return true, nil
+	case v == "false":
+		return false, nil
+	}
+	return false, &Rejection{Reasons: []string{fmt.Sprintf("annotation %s: %q is not valid; want \"true\" or \"false\"", AnnotationInject, v)}}
+}
+
+// injected reports whether pod already has a container named like the sidecar.
+func (in Injector) injected(pod *corev1.Pod) bool {
+	for _, c := range allContainers(pod) {
+		if c.Name == in.Template.Container.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// container returns the sidecar for settings s in namespace, and the port
+// it forwards to on loopback (0 if the template's backend is not host:port).
+func (in Injector) container(s settings, namespace string) (corev1.Container, int32) {
+	t := in.Template
+	c := *t.Container.DeepCopy()
+	grpcPort := c.Ports[portIndex(c.Ports, templateGRPCPort)].ContainerPort
+	metricsPort := c.Ports[portIndex(c.Ports, templateMetricsPort)].ContainerPort
+	port := or(s.port, grpcPort)
+	setPort(&c, templateGRPCPort, PortName, port, envListen)
+	setPort(&c, templateMetricsPort, MetricsPortName, or(s.metricsPort, metricsPort), envMetricsListen)
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if p != nil && p.GRPC != nil && p.GRPC.Port == grpcPort {
+			p.GRPC.Port = port
+		}
+	}
+	if s.backendPort != 0 {
+		setEnv(&c, envBackend, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(s.backendPort))))
+	}
+	if s.cacheTTL != "" {
+		setEnv(&c, envCacheTTL, s.cacheTTL)
+	}
+	if s.peers != "" {
+		peerPort := or(s.peerPort, t.PeerPort)
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PeerPortName, ContainerPort: peerPort, Protocol: corev1.ProtocolTCP})
+		setEnv(&c, envPeers, fmt.Sprintf("dns:///%s.%s.svc.%s:%d", s.peers, namespace, t.ClusterDomain, peerPort))
+		setEnv(&c, envPeerListen, fmt.Sprintf(":%d", peerPort))
+	}
+	if s.policy != "" {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: policyVolume, MountPath: t.PolicyDir, ReadOnly: true})
+		setEnv(&c, envPolicyFile, path.Join(t.PolicyDir, policyFile))
+	}
+	if in.Mode == Native {
+		always := corev1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+		c.StartupProbe = c.LivenessProbe.DeepCopy()
+		c.StartupProbe.PeriodSeconds = startupPeriodSeconds
+		c.StartupProbe.FailureThreshold = startupFailureThreshold
+	}
+	return c, backendPortOf(c)
+}
+
+// setPort renames the template's port from to name, sets its number and
+// the variable that tells the sidecar where to listen.
+func setPort(c *corev1.Container, from, name string, port int32, env string) {
+	p := &c.Ports[portIndex(c.Ports, from)]
+	p.Name, p.ContainerPort = name, port
+	setEnv(c, env, fmt.Sprintf(":%d", port))
+}
+
+// setEnv sets the variable name to value, in its place if c has it.
+func setEnv(c *corev1.Container, name, value string) {
+	if i := envIndex(c.Env, name); i >= 0 {
+		c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+		return
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+func backendPortOf(c corev1.Container) int32 {
+	i := envIndex(c.Env, envBackend)
+	if i < 0 {
+		return 0
+	}
+	_, port, err := net.SplitHostPort(c.Env[i].Value)
+	if err != nil {
+		return 0
+	}
+	p, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(p)
+}
+
+// appendOp adds v at the end of the list at path, which holds n items.
+func appendOp(path string, n int, v any) jsonpatch.Operation {
+	if n == 0 {
+		return jsonpatch.Operation{Operation: "add", Path: path, Value: []any{v}}
+	}
+	return jsonpatch.Operation{Operation: "add", Path: path + "/-", Value: v}
+}
+
+func allContainers(pod *corev1.Pod) []corev1.Container {
+	return append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+}
+
+func or(v, otherwise int32) int32 {
+	if v != 0 {
+		return v
+	}
+	return otherwise
+}

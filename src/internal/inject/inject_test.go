@@ -1,0 +1,397 @@
+package inject
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
+
+	"github.com/collapser/collapser/src/internal/config"
+)
+
+func TestInject_OptIn(t *testing.T) {
+	enabled := map[string]string{NamespaceLabel: NamespaceEnabled}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		nsLabels    map[string]string
+		want        bool
+	}{
+		{"no annotation, namespace not labelled", nil, nil, false},
+		{"annotation true", optIn, nil, true},
+		{"annotation false", map[string]string{AnnotationInject: "false"}, nil, false},
+		{"namespace enabled", nil, enabled, true},
+		{"namespace enabled, pod opts out", map[string]string{AnnotationInject: "false"}, enabled, false},
+		{"namespace label other than enabled", nil, map[string]string{NamespaceLabel: "disabled"}, false},
+	}
+	in := Injector{Template: testTemplate(t)}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := in.Inject(appPod(tt.annotations), "team", tt.nsLabels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(res.Patch) > 0; got != tt.want {
+				t.Errorf("injected = %v, want %v (patch %v)", got, tt.want, res.Patch)
+			}
+		})
+	}
+}
+
+// TestInject_Native checks the default: the sidecar is the template's
+// container, as the last init container that always restarts, with a
+// startup probe made from its liveness probe.
+func TestInject_Native(t *testing.T) {
+	tmpl := testTemplate(t)
+	pod := appPod(optIn)
+	pod.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "example/migrate:1"}}
+	res, err := Injector{Template: tmpl}.Inject(pod, "team", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) > 0 {
+		t.Errorf("warnings %q, want none", res.Warnings)
+	}
+	got := apply(t, pod, res.Patch)
+	c, init := sidecar(t, got)
+	if !init || got.Spec.InitContainers[len(got.Spec.InitContainers)-1].Name != "collapser" || len(got.Spec.Containers) != 1 {
+		t.Fatalf("sidecar is not the last init container: init %v, containers %v", got.Spec.InitContainers, got.Spec.Containers)
+	}
+	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("restartPolicy = %v, want Always", c.RestartPolicy)
+	}
+	want := tmpl.Container.LivenessProbe.DeepCopy()
+	want.PeriodSeconds, want.FailureThreshold = startupPeriodSeconds, startupFailureThreshold
+	if !reflect.DeepEqual(c.StartupProbe, want) {
+		t.Errorf("startupProbe = %+v, want the liveness probe's check %+v", c.StartupProbe, want)
+	}
+	// But for the startup probe, restart policy and port names, it is the template's container.
+	c.StartupProbe, c.RestartPolicy = nil, nil
+	c.Ports[0].Name, c.Ports[1].Name = templateGRPCPort, templateMetricsPort
+	if !equality.Semantic.DeepEqual(c, tmpl.Container) {
+		t.Errorf("injected container differs from the template:\n got %+v\nwant %+v", c, tmpl.Container)
+	}
+}
+
+func TestInject_Ordinary(t *testing.T) {
+	tmpl := testTemplate(t)
+	pod := appPod(optIn)
+	res, err := Injector{Template: tmpl, Mode: Ordinary}.Inject(pod, "team", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "ordinary container") {
+		t.Errorf("warnings = %q, want one about the ordinary container", res.Warnings)
+	}
+	got := apply(t, pod, res.Patch)
+	c, init := sidecar(t, got)
+	if init || len(got.Spec.InitContainers) != 0 || got.Spec.Containers[0].Name != "app" {
+		t.Fatalf("sidecar is not the last container: init %v, containers %v", got.Spec.InitContainers, got.Spec.Containers)
+	}
+	if c.RestartPolicy != nil || c.StartupProbe != nil {
+		t.Errorf("ordinary sidecar has restartPolicy %v, startupProbe %v; want neither", c.RestartPolicy, c.StartupProbe)
+	}
+}
+
+// TestInject_AlreadyInjected runs the webhook again on its own output
+// (reinvocationPolicy IfNeeded): the pod is left as it is.
+func TestInject_AlreadyInjected(t *testing.T) {
+	for _, mode := range []Mode{Native, Ordinary} {
+		in := Injector{Template: testTemplate(t), Mode: mode}
+		pod := appPod(with(AnnotationPolicy, "rules", AnnotationPeers, "app-pods"))
+		res, err := in.Inject(pod, "team", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := in.Inject(apply(t, pod, res.Patch), "team", nil)
+		if err != nil || len(again.Patch) != 0 || len(again.Warnings) != 0 {
+			t.Errorf("mode %v: second injection = %+v, %v; want nothing", mode, again, err)
+		}
+	}
+}
+
+func TestInject_Annotations(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		check       func(t *testing.T, pod *corev1.Pod, c corev1.Container)
+	}{
+		{"backend-port", with(AnnotationBackendPort, "8080"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if got := env(c, envBackend); got != "127.0.0.1:8080" {
+				t.Errorf("%s = %q, want 127.0.0.1:8080", envBackend, got)
+			}
+		}},
+		{"port", with(AnnotationPort, "7000"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if port(c, PortName) != 7000 || env(c, envListen) != ":7000" {
+				t.Errorf("port %d, %s %q; want 7000", port(c, PortName), envListen, env(c, envListen))
+			}
+			for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe} {
+				if p.GRPC.Port != 7000 {
+					t.Errorf("%s probe checks port %d, want 7000", name, p.GRPC.Port)
+				}
+			}
+		}},
+		{"metrics-port", with(AnnotationMetricsPort, "9100"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if port(c, MetricsPortName) != 9100 || env(c, envMetricsListen) != ":9100" {
+				t.Errorf("metrics port %d, %s %q; want 9100", port(c, MetricsPortName), envMetricsListen, env(c, envMetricsListen))
+			}
+		}},
+		{"cache-ttl", with(AnnotationCacheTTL, "1500ms"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if got := env(c, envCacheTTL); got != "1.5s" {
+				t.Errorf("%s = %q, want 1.5s", envCacheTTL, got)
+			}
+		}},
+		{"peers", with(AnnotationPeers, "app-pods"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if got := env(c, envPeers); got != "dns:///app-pods.team.svc.cluster.local:50053" {
+				t.Errorf("%s = %q", envPeers, got)
+			}
+			if port(c, PeerPortName) != 50053 || env(c, envPeerListen) != ":50053" {
+				t.Errorf("peer port %d, %s %q; want the template's 50053", port(c, PeerPortName), envPeerListen, env(c, envPeerListen))
+			}
+		}},
+		{"peers and peer-port", with(AnnotationPeers, "app-pods", AnnotationPeerPort, "6000"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if env(c, envPeers) != "dns:///app-pods.team.svc.cluster.local:6000" || port(c, PeerPortName) != 6000 || env(c, envPeerListen) != ":6000" {
+				t.Errorf("peers %q, peer port %d, listen %q; want 6000", env(c, envPeers), port(c, PeerPortName), env(c, envPeerListen))
+			}
+		}},
+		{"policy-configmap", with(AnnotationPolicy, "app-policy"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if got := env(c, envPolicyFile); got != "/etc/collapser/policy/policy.yaml" {
+				t.Errorf("%s = %q", envPolicyFile, got)
+			}
+			wantMount := corev1.VolumeMount{Name: policyVolume, MountPath: "/etc/collapser/policy", ReadOnly: true}
+			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
+				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
+			}
+			if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].ConfigMap == nil || pod.Spec.Volumes[0].ConfigMap.Name != "app-policy" {
+				t.Errorf("volumes = %+v, want the ConfigMap app-policy", pod.Spec.Volumes)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := appPod(tt.annotations)
+			pod.Spec.Containers[0].Ports[0].ContainerPort = 8080 // declared: no warning
+			res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.name != "backend-port" && len(res.Warnings) != 1 || tt.name == "backend-port" && len(res.Warnings) != 0 {
+				t.Errorf("warnings = %q", res.Warnings)
+			}
+			got := apply(t, pod, res.Patch)
+			c, _ := sidecar(t, got)
+			tt.check(t, got, c)
+		})
+	}
+}
+
+// TestInject_PolicyVolumeAppended adds to a pod's volumes, not in their place.
+func TestInject_PolicyVolumeAppended(t *testing.T) {
+	pod := appPod(with(AnnotationPolicy, "app-policy"))
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := apply(t, pod, res.Patch)
+	if len(got.Spec.Volumes) != 2 || got.Spec.Volumes[0].Name != "data" || got.Spec.Volumes[1].Name != policyVolume {
+		t.Errorf("volumes = %+v, want data then %s", got.Spec.Volumes, policyVolume)
+	}
+}
+
+func TestInject_Rejections(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        string
+	}{
+		{"inject", map[string]string{AnnotationInject: "yes"}, `annotation collapser.io/inject: "yes" is not valid; want "true" or "false"`},
+		{"backend-port", with(AnnotationBackendPort, "http"), `annotation collapser.io/backend-port: "http" is not valid; want a port number from 1 to 65535`},
+		{"port", with(AnnotationPort, "0"), `annotation collapser.io/port: "0" is not valid; want a port number from 1 to 65535`},
+		{"metrics-port", with(AnnotationMetricsPort, "65536"), `annotation collapser.io/metrics-port: "65536" is not valid; want a port number from 1 to 65535`},
+		{"peer-port", with(AnnotationPeers, "p", AnnotationPeerPort, "-1"), `annotation collapser.io/peer-port: "-1" is not valid; want a port number from 1 to 65535`},
+		{"peers", with(AnnotationPeers, "App_Pods"), `annotation collapser.io/peers: "App_Pods" is not valid; want the name of a headless Service in the pod's namespace (a DNS-1035 label)`},
+		{"policy-configmap", with(AnnotationPolicy, "Policy!"), `annotation collapser.io/policy-configmap: "Policy!" is not valid; want the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)`},
+		{"cache-ttl", with(AnnotationCacheTTL, "5"), `annotation collapser.io/cache-ttl: "5" is not valid; want a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only)`},
+		{"negative cache-ttl", with(AnnotationCacheTTL, "-1s"), `annotation collapser.io/cache-ttl: "-1s" is not valid; want a Go duration`},
+		{"two at once", with(AnnotationPort, "x", AnnotationCacheTTL, "y"), `annotation collapser.io/cache-ttl: "y" is not valid; want a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only); annotation collapser.io/port: "x" is not valid`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertRejected(t, appPod(tt.annotations), tt.want)
+		})
+	}
+}
+
+func TestInject_PortCollisions(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		appPort     corev1.ContainerPort
+		want        string
+	}{
+		{"app uses the gRPC port", optIn, corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
+			`port 50052 of the collapser sidecar (collapser.io/port) is already used by container "app"; set collapser.io/port to a free port`},
+		{"app uses the metrics port", optIn, corev1.ContainerPort{Name: "metrics", ContainerPort: 2112},
+			`port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "app"; set collapser.io/metrics-port to a free port`},
+		{"app uses the peer port", with(AnnotationPeers, "app-pods"), corev1.ContainerPort{Name: "gossip", ContainerPort: 50053},
+			`port 50053 of the collapser sidecar (collapser.io/peer-port) is already used by container "app"; set collapser.io/peer-port to a free port`},
+		{"moved onto the app's port", with(AnnotationPort, "50051"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
+			`port 50051 of the collapser sidecar (collapser.io/port) is already used by container "app"`},
+		{"port is the backend", with(AnnotationBackendPort, "50052"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
+			`port 50052 would be the collapser sidecar's collapser (collapser.io/port) and its backend (collapser.io/backend-port); set collapser.io/port to another port`},
+		{"sidecar ports clash", with(AnnotationMetricsPort, "50052"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
+			`port 50052 would be the collapser sidecar's collapser-prom (collapser.io/metrics-port) and its collapser (collapser.io/port); set one of them to another port`},
+		{"app has a port named like the sidecar's", optIn, corev1.ContainerPort{Name: "collapser", ContainerPort: 50051},
+			`container "app" has a port named "collapser", the name of the collapser sidecar's port; rename it`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := appPod(tt.annotations)
+			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{tt.appPort}
+			assertRejected(t, pod, tt.want)
+		})
+	}
+	t.Run("init container's port", func(t *testing.T) {
+		pod := appPod(optIn)
+		pod.Spec.InitContainers = []corev1.Container{{Name: "mesh", Ports: []corev1.ContainerPort{{ContainerPort: 2112}}}}
+		assertRejected(t, pod, `port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "mesh"`)
+	})
+	t.Run("policy volume name taken", func(t *testing.T) {
+		pod := appPod(with(AnnotationPolicy, "rules"))
+		pod.Spec.Volumes = []corev1.Volume{{Name: policyVolume}}
+		assertRejected(t, pod, `the pod has a volume named "collapser-policy", the name of the collapser sidecar's policy volume (collapser.io/policy-configmap); rename it`)
+	})
+}
+
+func assertRejected(t *testing.T, pod *corev1.Pod, want string) {
+	t.Helper()
+	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+	var rejection *Rejection
+	if !errors.As(err, &rejection) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Inject = %+v, %v; want a rejection containing %q", res, err, want)
+	}
+	if len(res.Patch) != 0 {
+		t.Errorf("a rejected pod got a patch: %v", res.Patch)
+	}
+}
+
+func TestInject_Warnings(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        string
+	}{
+		{"unknown annotation", with("collapser.io/cache-tll", "1s"),
+			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port"},
+		{"peer-port without peers", with(AnnotationPeerPort, "6000"), "annotation collapser.io/peer-port is ignored without collapser.io/peers"},
+		{"backend port not declared", with(AnnotationBackendPort, "9000"),
+			"no container declares port 9000, where the collapser sidecar forwards calls on 127.0.0.1; if the app serves gRPC on another port, set collapser.io/backend-port to it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Injector{Template: testTemplate(t)}.Inject(appPod(tt.annotations), "team", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Patch) == 0 || !reflect.DeepEqual(res.Warnings, []string{tt.want}) {
+				t.Errorf("warnings = %q (patch %d ops), want [%q] and a patch", res.Warnings, len(res.Patch), tt.want)
+			}
+		})
+	}
+}
+
+// TestInject_PodSecurityRestricted: a pod that passes Pod Security
+// "restricted" passes it with the sidecar, in both modes and with every
+// setting that adds a port, variable or volume.
+func TestInject_PodSecurityRestricted(t *testing.T) {
+	evaluator, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
+	check := func(t *testing.T, pod *corev1.Pod) {
+		t.Helper()
+		result := psapolicy.AggregateCheckResults(evaluator.EvaluatePod(restricted, &pod.ObjectMeta, &pod.Spec))
+		if !result.Allowed {
+			t.Errorf("pod is not restricted: %s: %s", result.ForbiddenReason(), result.ForbiddenDetail())
+		}
+	}
+	pod := appPod(with(AnnotationPeers, "app-pods", AnnotationPolicy, "rules"))
+	check(t, pod)
+	for _, mode := range []Mode{Native, Ordinary} {
+		res, err := Injector{Template: testTemplate(t), Mode: mode}.Inject(pod, "team", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, apply(t, pod, res.Patch))
+	}
+}
+
+func TestParseTemplate(t *testing.T) {
+	good := `clusterDomain: cluster.local
+peerPort: 50053
+policyDir: /etc/collapser/policy
+container:
+  name: collapser
+  image: collapser/collapser:0.1.0
+  ports: [{name: grpc, containerPort: 50052}, {name: metrics, containerPort: 2112}]
+  livenessProbe: {grpc: {port: 50052, service: liveness}}
+`
+	if _, err := ParseTemplate([]byte(good)); err != nil {
+		t.Fatalf("good template: %v", err)
+	}
+	tests := []struct{ name, edit, want string }{
+		{"unknown field", "extra: 1\n", `unknown field "extra"`},
+		{"no image", "container: {name: collapser, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}}\n", "needs a name and an image"},
+		{"no gRPC port", "container: {name: c, image: i, ports: [{name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}}\n", `no port named "grpc"`},
+		{"no liveness probe", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}]}\n", "no gRPC liveness probe"},
+		{"peers rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_PEERS, value: x}]}\n", "sets COLLAPSER_PEERS"},
+		{"no peer port", "peerPort: 0\n", "peerPort (0) must be set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTemplate([]byte(replaceKey(good, tt.edit)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParseTemplate = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// replaceKey returns doc with the top-level key of edit replaced by edit, or edit appended.
+func replaceKey(doc, edit string) string {
+	key := edit[:strings.Index(edit, ":")+1]
+	var out []string
+	skipping := false
+	for _, line := range strings.SplitAfter(doc, "\n") {
+		if strings.HasPrefix(line, key) {
+			skipping = true
+			continue
+		}
+		if skipping && strings.HasPrefix(line, " ") {
+			continue
+		}
+		skipping = false
+		out = append(out, line)
+	}
+	return strings.Join(out, "") + edit
+}
+
+// TestEnvNames_AreTheSidecarsVariables holds the variables injection sets
+// to the sidecar's own flags.
+func TestEnvNames_AreTheSidecarsVariables(t *testing.T) {
+	for flag, name := range map[string]string{
+		"listen": envListen, "metrics-listen": envMetricsListen, "backend": envBackend, "cache-ttl": envCacheTTL,
+		"peers": envPeers, "peer-listen": envPeerListen, "policy-file": envPolicyFile,
+	} {
+		if want := config.EnvName(flag); name != want {
+			t.Errorf("--%s is read from %s, injection sets %s", flag, want, name)
+		}
+	}
+}
