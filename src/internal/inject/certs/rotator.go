@@ -1,0 +1,224 @@
+// Package certs gives the injector its TLS certificate without
+// cert-manager (the Vault agent injector's -tls-auto): it makes a CA and a
+// serving certificate, keeps them in a Secret that every replica shares,
+// makes its own MutatingWebhookConfiguration trust the CA, serves the
+// certificate from memory, and renews both when two thirds of their
+// validity have passed.
+//
+// A renewal makes a new CA; the bundle the webhook configuration trusts
+// keeps the previous CA until it expires, so a replica that still serves
+// the previous certificate (until its next Sync) is trusted all along. A
+// replica serves a certificate only once the webhook configuration trusts
+// its CA.
+//
+// github.com/open-policy-agent/cert-controller does most of this too, but
+// it serves the certificate from the Secret's volume, so the kubelet's
+// sync delay stands between a CA rotation (after which only the new CA is
+// trusted) and the server's new certificate: admissions fail meanwhile,
+// and with failurePolicy Ignore pods start without the sidecar. It also
+// needs a manager with informers, so it cannot be tested without an API
+// server. This package needs get and update on one Secret and one
+// MutatingWebhookConfiguration, nothing else.
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The keys of the Secret.
+const (
+	// KeyCA holds the CAs the webhook configuration trusts, in PEM: the
+	// current one first, then earlier ones until they expire.
+	KeyCA    = "ca.crt"
+	KeyCAKey = "ca.key"
+	KeyCert  = corev1.TLSCertKey
+	KeyKey   = corev1.TLSPrivateKeyKey
+)
+
+// Defaults of the certificates' validity and of how often Run syncs.
+const (
+	DefaultValidity      = 365 * 24 * time.Hour
+	DefaultCheckInterval = time.Minute
+)
+
+// Options say where a Rotator keeps its certificate and what it is for.
+type Options struct {
+	Secret   types.NamespacedName // the Secret shared by every replica
+	Webhook  string               // the MutatingWebhookConfiguration whose caBundle is set
+	DNSNames []string             // the Service's names the API server calls, the first one first
+	Validity time.Duration        // of each CA and serving certificate
+	Now      func() time.Time     // the clock; nil: time.Now
+}
+
+// Rotator keeps the serving certificate: Sync, or Run, renews it and makes
+// it trusted; GetCertificate serves it.
+type Rotator struct {
+	opts    Options
+	client  client.Client
+	logger  *slog.Logger
+	serving atomic.Pointer[tls.Certificate] // nil until the first Sync
+}
+
+// New returns a Rotator that reads and writes the Secret and the webhook
+// configuration through c.
+func New(c client.Client, opts Options, logger *slog.Logger) (*Rotator, error) {
+	if opts.Secret.Name == "" || opts.Secret.Namespace == "" || opts.Webhook == "" || len(opts.DNSNames) == 0 || opts.Validity <= 0 {
+		return nil, fmt.Errorf("certificates need a Secret with its namespace, a webhook configuration, DNS names and a positive validity: %+v", opts)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Rotator{opts: opts, client: c, logger: logger}, nil
+}
+
+// Run syncs at once and then every interval until ctx ends; a failed Sync
+// is logged and tried again at the next.
+func (r *Rotator) Run(ctx context.Context, interval time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if err := r.Sync(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Error("certificate sync failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// Sync renews the Secret's certificate if it is missing, invalid or due,
+// makes the webhook configuration trust its CA, and serves it. When
+// another replica renewed it first, Sync serves that one.
+func (r *Rotator) Sync(ctx context.Context) error {
+	var secret corev1.Secret
+	for attempt := 0; ; attempt++ {
+		if err := r.client.Get(ctx, r.opts.Secret, &secret); err != nil {
+			return fmt.Errorf("read secret %s: %w", r.opts.Secret, err)
+		}
+		now := r.opts.Now()
+		if r.valid(secret.Data, now) {
+			break
+		}
+		err := r.renew(ctx, &secret, now)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			return err
+		}
+	}
+	if err := r.trust(ctx, secret.Data[KeyCA]); err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(secret.Data[KeyCert], secret.Data[KeyKey])
+	if err != nil {
+		return fmt.Errorf("load certificate of secret %s: %w", r.opts.Secret, err)
+	}
+	r.serving.Store(&pair)
+	return nil
+}
+
+// valid reports whether data holds a serving certificate for every DNS
+// name, signed by its CA, and not yet due for renewal at now.
+func (r *Rotator) valid(data map[string][]byte, now time.Time) bool {
+	pair, err := tls.X509KeyPair(data[KeyCert], data[KeyKey])
+	if err != nil {
+		return false
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(data[KeyCA]) {
+		return false
+	}
+	for _, name := range r.opts.DNSNames {
+		if _, err := pair.Leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, CurrentTime: now}); err != nil {
+			return false
+		}
+	}
+	return now.Before(renewAt(pair.Leaf))
+}
+
+// renewAt is when two thirds of c's validity, from its issue, have passed.
+func renewAt(c *x509.Certificate) time.Time {
+	issued := c.NotBefore.Add(clockSkew)
+	return issued.Add(c.NotAfter.Sub(issued) * 2 / 3)
+}
+
+// renew writes a new CA and serving certificate into secret, keeping the
+// CAs of its bundle that have not expired.
+func (r *Rotator) renew(ctx context.Context, secret *corev1.Secret, now time.Time) error {
+	iss, err := issue(r.opts.DNSNames, now, r.opts.Validity)
+	if err != nil {
+		return err
+	}
+	bundle := iss.caCert
+	for _, ca := range parseCerts(secret.Data[KeyCA]) {
+		if now.Before(ca.NotAfter) {
+			bundle = append(bundle, certPEM(ca.Raw)...)
+		}
+	}
+	secret.Data = map[string][]byte{KeyCA: bundle, KeyCAKey: iss.caKey, KeyCert: iss.cert, KeyKey: iss.key}
+	if err := r.client.Update(ctx, secret); err != nil {
+		return fmt.Errorf("write renewed certificate to secret %s: %w", r.opts.Secret, err)
+	}
+	r.logger.Info("webhook certificate renewed", "secret", r.opts.Secret.String(), "valid_until", now.Add(r.opts.Validity))
+	return nil
+}
+
+// trust sets bundle as the caBundle of every webhook of the configuration.
+func (r *Rotator) trust(ctx context.Context, bundle []byte) error {
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := r.client.Get(ctx, client.ObjectKey{Name: r.opts.Webhook}, &cfg); err != nil {
+		return fmt.Errorf("read mutating webhook configuration %s: %w", r.opts.Webhook, err)
+	}
+	changed := false
+	for i := range cfg.Webhooks {
+		if cc := &cfg.Webhooks[i].ClientConfig; !bytes.Equal(cc.CABundle, bundle) {
+			cc.CABundle = bundle
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := r.client.Update(ctx, &cfg); err != nil {
+		return fmt.Errorf("set caBundle of mutating webhook configuration %s: %w", r.opts.Webhook, err)
+	}
+	return nil
+}
+
+// GetCertificate returns the certificate served, for tls.Config.
+func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := r.serving.Load(); c != nil {
+		return c, nil
+	}
+	return nil, errors.New("no webhook certificate yet")
+}
+
+// Ready returns nil when a certificate is served and valid now: the
+// injector's readiness.
+func (r *Rotator) Ready() error {
+	c := r.serving.Load()
+	if c == nil {
+		return errors.New("no webhook certificate yet")
+	}
+	if now := r.opts.Now(); now.After(c.Leaf.NotAfter) || now.Before(c.Leaf.NotBefore) {
+		return fmt.Errorf("webhook certificate valid from %s to %s, not now", c.Leaf.NotBefore, c.Leaf.NotAfter)
+	}
+	return nil
+}
