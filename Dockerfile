@@ -3,8 +3,9 @@
 #   version=$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' charts/collapser/Chart.yaml)
 #   docker build --target collapser --build-arg VERSION=$version -t collapser/collapser:$version .
 #
-# (hello-backend and democlient alike). scripts/images.sh builds all three, tagged and
-# labelled with the chart's appVersion, the one place the version is written.
+# (hello-backend, democlient and collapser-injector alike). scripts/images.sh builds all
+# four, tagged and labelled with the chart's appVersion, the one place the version is
+# written.
 #
 # The binaries come from one of two stages, chosen with BIN_SOURCE:
 #   gobuild  (default) compiles them in ${GO_IMAGE}, the public Go image.
@@ -25,10 +26,10 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY src/ src/
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/ \
-        ./src/cmd/collapser ./src/cmd/hello-backend ./src/cmd/democlient
+        ./src/cmd/collapser ./src/cmd/hello-backend ./src/cmd/democlient ./src/cmd/collapser-injector
 
 FROM scratch AS prebuilt
-COPY bin/image/collapser bin/image/hello-backend bin/image/democlient /out/
+COPY bin/image/collapser bin/image/hello-backend bin/image/democlient bin/image/collapser-injector /out/
 
 # bin is whichever stage BIN_SOURCE names; the final stages copy only from it.
 FROM ${BIN_SOURCE} AS bin
@@ -72,3 +73,17 @@ LABEL org.opencontainers.image.title="democlient" \
 COPY --from=bin /out/democlient /democlient
 USER 65532:65532
 ENTRYPOINT ["/democlient"]
+
+FROM scratch AS collapser-injector
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="collapser-injector" \
+      org.opencontainers.image.description="Mutating admission webhook that puts the collapser sidecar in front of annotated gRPC workloads" \
+      org.opencontainers.image.source="https://github.com/collapser/collapser" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+COPY --from=bin /out/collapser-injector /collapser-injector
+USER 65532:65532
+# 8443: the admission webhook (HTTPS); 8080: Prometheus metrics, /readyz and /livez.
+EXPOSE 8443 8080
+ENTRYPOINT ["/collapser-injector"]

@@ -15,7 +15,7 @@
 
 GO ?= go
 BIN_DIR := bin
-CMDS := ./src/cmd/collapser ./src/cmd/hello-backend ./src/cmd/democlient
+CMDS := ./src/cmd/collapser ./src/cmd/hello-backend ./src/cmd/democlient ./src/cmd/collapser-injector
 
 # Pinned tool versions, read by the scripts.
 export STATICCHECK_VERSION := v0.8.2
@@ -63,7 +63,7 @@ help: ## Show this list of targets.
 ################################################################################
 ##@ Build
 
-build: ## Build static binaries into ./bin: collapser, hello-backend, democlient.
+build: ## Build static binaries into ./bin: collapser, hello-backend, democlient, collapser-injector.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/ $(CMDS)
 
 clean: ## Remove ./bin (binaries and protoc plugins).
@@ -122,7 +122,7 @@ verify: lint chart-lint ## Every check: make lint and make chart-lint (kind's ha
 ################################################################################
 ##@ Images, chart and cluster
 
-images: ## Build the collapser, hello-backend and democlient images (IMAGE_TAG, default the chart's appVersion).
+images: ## Build the collapser, hello-backend, democlient and collapser-injector images (IMAGE_TAG, default the chart's appVersion).
 	./scripts/images.sh
 
 images-gobuild: ## Build the same images compiling inside GO_IMAGE (needs a registry for the Go image).

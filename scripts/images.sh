@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the three images (collapser, hello-backend, democlient) from the Dockerfile.
+# Builds the four images (collapser, hello-backend, democlient, collapser-injector) from the Dockerfile.
 #
 #   scripts/images.sh                 # host path: go build on this machine, pack with docker
 #   IMAGE_BIN_SOURCE=gobuild scripts/images.sh   # public path: compile inside GO_IMAGE
@@ -28,7 +28,7 @@ prefix="${IMAGE_REPO_PREFIX:-collapser}"
 tag="${IMAGE_TAG:-${app_version}}"
 bin_source="${IMAGE_BIN_SOURCE:-prebuilt}"
 revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-targets=(collapser hello-backend democlient)
+targets=(collapser hello-backend democlient collapser-injector)
 
 if [[ -z "${tag}" || "${tag}" == "latest" ]]; then
   echo "images.sh: IMAGE_TAG must be a fixed version, got '${tag}'" >&2
@@ -44,7 +44,7 @@ case "${bin_source}" in
     # The same command as the gobuild stage, for the daemon's platform.
     CGO_ENABLED=0 GOOS=linux GOARCH="$(docker version --format '{{.Server.Arch}}')" \
       go build -trimpath -buildvcs=false -ldflags "-s -w" -o bin/image/ \
-      ./src/cmd/collapser ./src/cmd/hello-backend ./src/cmd/democlient
+      ./src/cmd/collapser ./src/cmd/hello-backend ./src/cmd/democlient ./src/cmd/collapser-injector
     chmod 0755 bin/image/*
     ;;
   gobuild)

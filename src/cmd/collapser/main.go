@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, stderr)
+	logger := command.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	setGoMemoryLimit(cfg, getenv, logger)
 	s, err := sidecar.New(cfg, logger)
 	if err != nil {
@@ -109,12 +109,4 @@ func setGoMemoryLimit(cfg config.Settings, getenv func(string) string, logger *s
 	}
 	debug.SetMemoryLimit(limit)
 	logger.Info("Go soft memory limit set", "bytes", limit, "memory_limit", cfg.MemoryLimit)
-}
-
-func newLogger(cfg config.Settings, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
 }

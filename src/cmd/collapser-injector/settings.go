@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/collapser/collapser/src/internal/command"
+	"github.com/collapser/collapser/src/internal/envflag"
+	"github.com/collapser/collapser/src/internal/inject/certs"
+)
+
+// envPrefix starts the name of every environment variable the injector reads.
+const envPrefix = "COLLAPSER_INJECTOR_"
+
+// The values of --sidecar-mode.
+const (
+	modeAuto      = "auto"
+	modeNative    = "native"
+	modeContainer = "container"
+)
+
+// settings are the injector's settings: flags over environment variables over defaults.
+type settings struct {
+	Listen          string        // HTTPS address of the webhook
+	OpsListen       string        // HTTP address of /metrics, /readyz and /livez
+	Template        string        // path of the sidecar template the chart renders
+	SidecarMode     string        // auto, native or container
+	Namespace       string        // the injector's namespace: its Secret's and Service's
+	Secret          string        // Secret holding the certificates
+	Service         string        // Service the API server calls
+	WebhookConfig   string        // MutatingWebhookConfiguration whose caBundle is set
+	CertValidity    time.Duration // of each CA and serving certificate
+	CertCheck       time.Duration // how often the certificate is checked
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+	LogFormat       string // "json" or "text"
+}
+
+// parseSettings returns the settings given by args over the environment
+// read through getenv, over the defaults. Usage goes to out.
+func parseSettings(args []string, getenv func(string) string, out io.Writer) (settings, error) {
+	s := settings{
+		Listen:          ":8443",
+		OpsListen:       ":8080",
+		Template:        "/etc/collapser-injector/sidecar.yaml",
+		SidecarMode:     modeAuto,
+		Secret:          "collapser-injector-tls",
+		Service:         "collapser-injector",
+		WebhookConfig:   "collapser-injector",
+		CertValidity:    certs.DefaultValidity,
+		CertCheck:       certs.DefaultCheckInterval,
+		ShutdownTimeout: 15 * time.Second,
+		LogLevel:        slog.LevelInfo,
+		LogFormat:       "json",
+	}
+	fs := flag.NewFlagSet("collapser-injector", flag.ContinueOnError)
+	fs.Usage = envflag.Usage(fs, envPrefix, "sidecar-mode")
+	fs.StringVar(&s.Listen, "listen", s.Listen, "HTTPS `address` of the admission webhook")
+	fs.StringVar(&s.OpsListen, "ops-listen", s.OpsListen, "HTTP `address` of /metrics, /readyz (serving a valid certificate) and /livez")
+	fs.StringVar(&s.Template, "template", s.Template, "`path` of the sidecar template the chart renders (its ConfigMap), read at start")
+	fs.StringVar(&s.SidecarMode, "sidecar-mode", s.SidecarMode, "how the sidecar is added: native (an init container that keeps running, Kubernetes 1.29+), container (an ordinary container), or auto (native if the API server is 1.29 or later)")
+	fs.StringVar(&s.Namespace, "namespace", "", "the injector's `namespace`, where its Secret and Service are (the chart passes the pod's)")
+	fs.StringVar(&s.Secret, "secret", s.Secret, "`name` of the Secret holding the CA and serving certificate")
+	fs.StringVar(&s.Service, "service", s.Service, "`name` of the Service the API server calls: the certificate's DNS names")
+	fs.StringVar(&s.WebhookConfig, "webhook-config", s.WebhookConfig, "`name` of the MutatingWebhookConfiguration whose caBundle the injector sets")
+	fs.DurationVar(&s.CertValidity, "cert-validity", s.CertValidity, "validity of each CA and serving certificate; renewed when two thirds have passed")
+	fs.DurationVar(&s.CertCheck, "cert-check-interval", s.CertCheck, "how often the certificate is checked for renewal, and another replica's renewal picked up")
+	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "how long admissions in flight may take to finish after SIGTERM")
+	fs.TextVar(&s.LogLevel, "log-level", s.LogLevel, "least severe log `level`: debug, info, warn or error")
+	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log `format`: json or text")
+	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
+		return settings{}, err
+	}
+	if err := command.ParseFlags(fs, args, out, out); err != nil {
+		return settings{}, err
+	}
+	return s, s.validate()
+}
+
+// validate checks what the flag types do not.
+func (s settings) validate() error {
+	var errs []error
+	check := func(ok bool, flagName, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, envflag.Name(envPrefix, flagName), fmt.Sprintf(format, args...)))
+		}
+	}
+	for _, a := range []struct{ flag, addr string }{{"listen", s.Listen}, {"ops-listen", s.OpsListen}} {
+		_, _, err := net.SplitHostPort(a.addr)
+		check(err == nil, a.flag, "%q is not host:port", a.addr)
+	}
+	check(s.SidecarMode == modeAuto || s.SidecarMode == modeNative || s.SidecarMode == modeContainer, "sidecar-mode", "must be auto, native or container, got %q", s.SidecarMode)
+	check(s.Namespace != "", "namespace", "must be set")
+	for _, n := range []struct{ flag, value string }{{"template", s.Template}, {"secret", s.Secret}, {"service", s.Service}, {"webhook-config", s.WebhookConfig}} {
+		check(n.value != "", n.flag, "must be set")
+	}
+	check(s.CertValidity > 0, "cert-validity", "must be positive, got %v", s.CertValidity)
+	check(s.CertCheck > 0 && s.CertCheck < s.CertValidity/3, "cert-check-interval", "must be positive and under a third of --cert-validity (%v), so the renewal happens before expiry, got %v", s.CertValidity, s.CertCheck)
+	check(s.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", s.ShutdownTimeout)
+	check(s.LogFormat == "json" || s.LogFormat == "text", "log-format", "must be json or text, got %q", s.LogFormat)
+	return errors.Join(errs...)
+}
+
+// dnsNames are the names the API server may call the Service by.
+func (s settings) dnsNames() []string {
+	return []string{
+		fmt.Sprintf("%s.%s.svc", s.Service, s.Namespace),
+		fmt.Sprintf("%s.%s", s.Service, s.Namespace),
+		s.Service,
+	}
+}
