@@ -38,7 +38,7 @@ func TestChart_ArtifactHubImagesFollowTheAppVersion(t *testing.T) {
 			t.Errorf("artifacthub.io/images: %s is %q, want %q", im.Name, im.Image, want)
 		}
 	}
-	if want := []string{"collapser", "hello-backend", "democlient"}; !slices.Equal(names, want) {
+	if want := []string{"collapser", "hello-backend", "democlient", "collapser-injector"}; !slices.Equal(names, want) {
 		t.Errorf("artifacthub.io/images lists %v, want %v", names, want)
 	}
 }

@@ -17,11 +17,13 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/strvals"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,7 +60,13 @@ type rendered struct {
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	hpas            map[string]*autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors map[string]map[string]any
-	notes           string
+	// The injector's RBAC and webhook configuration.
+	roles               map[string]*rbacv1.Role
+	roleBindings        map[string]*rbacv1.RoleBinding
+	clusterRoles        map[string]*rbacv1.ClusterRole
+	clusterRoleBindings map[string]*rbacv1.ClusterRoleBinding
+	mutatingWebhooks    map[string]*admissionregistrationv1.MutatingWebhookConfiguration
+	notes               string
 }
 
 // kinds lists "Kind/name" of every rendered object, sorted.
@@ -78,6 +86,11 @@ func (r *rendered) kinds() []string {
 	add("Pod", slices.Collect(maps.Keys(r.pods)))
 	add("NetworkPolicy", slices.Collect(maps.Keys(r.networkPolicies)))
 	add("PodDisruptionBudget", slices.Collect(maps.Keys(r.pdbs)))
+	add("Role", slices.Collect(maps.Keys(r.roles)))
+	add("RoleBinding", slices.Collect(maps.Keys(r.roleBindings)))
+	add("ClusterRole", slices.Collect(maps.Keys(r.clusterRoles)))
+	add("ClusterRoleBinding", slices.Collect(maps.Keys(r.clusterRoleBindings)))
+	add("MutatingWebhookConfiguration", slices.Collect(maps.Keys(r.mutatingWebhooks)))
 	add("ServiceMonitor", slices.Collect(maps.Keys(r.serviceMonitors)))
 	sort.Strings(out)
 	return out
@@ -163,6 +176,12 @@ func render(t *testing.T, valuesFile string, set ...string) *rendered {
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		hpas:            map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		serviceMonitors: map[string]map[string]any{},
+
+		roles:               map[string]*rbacv1.Role{},
+		roleBindings:        map[string]*rbacv1.RoleBinding{},
+		clusterRoles:        map[string]*rbacv1.ClusterRole{},
+		clusterRoleBindings: map[string]*rbacv1.ClusterRoleBinding{},
+		mutatingWebhooks:    map[string]*admissionregistrationv1.MutatingWebhookConfiguration{},
 	}
 	for name, content := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -197,8 +216,8 @@ func (r *rendered) add(doc string) error {
 	if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
 		return fmt.Errorf("read kind: %w", err)
 	}
-	if head.Metadata.Namespace != namespace {
-		return fmt.Errorf("%s %s: namespace %q, want the release namespace %q", head.Kind, head.Metadata.Name, head.Metadata.Namespace, namespace)
+	if want := namespaceOf(head.Kind); head.Metadata.Namespace != want {
+		return fmt.Errorf("%s %s: namespace %q, want %q", head.Kind, head.Metadata.Name, head.Metadata.Namespace, want)
 	}
 	switch head.APIVersion + " " + head.Kind {
 	case "apps/v1 Deployment":
@@ -221,9 +240,29 @@ func (r *rendered) add(doc string) error {
 		return decodeInto(doc, head.Metadata.Name, r.hpas)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return decodeInto(doc, head.Metadata.Name, r.serviceMonitors)
+	case "rbac.authorization.k8s.io/v1 Role":
+		return decodeInto(doc, head.Metadata.Name, r.roles)
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		return decodeInto(doc, head.Metadata.Name, r.roleBindings)
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		return decodeInto(doc, head.Metadata.Name, r.clusterRoles)
+	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+		return decodeInto(doc, head.Metadata.Name, r.clusterRoleBindings)
+	case "admissionregistration.k8s.io/v1 MutatingWebhookConfiguration":
+		return decodeInto(doc, head.Metadata.Name, r.mutatingWebhooks)
 	default:
 		return fmt.Errorf("unexpected kind %s %s", head.APIVersion, head.Kind)
 	}
+}
+
+// namespaceOf is the namespace an object of kind is rendered in: none for the
+// cluster-scoped kinds, the release's for the others.
+func namespaceOf(kind string) string {
+	switch kind {
+	case "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration":
+		return ""
+	}
+	return namespace
 }
 
 // decodeInto decodes doc with strict field checking (unknown or duplicate fields are

@@ -1,0 +1,166 @@
+package chart
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
+)
+
+// injectorName is the name of every injector resource for releaseName.
+const injectorName = fullname + "-injector"
+
+// sidecarTemplate is the injector's ConfigMap as the injector reads it
+// (src/internal/inject.Template).
+type sidecarTemplate struct {
+	Container     corev1.Container `json:"container"`
+	ClusterDomain string           `json:"clusterDomain"`
+	PeerPort      int32            `json:"peerPort"`
+	PolicyDir     string           `json:"policyDir"`
+}
+
+// perPod are what the injector sets per pod, from annotations, and the chart
+// sets in its own pod from peers and collapser.policy: the chart's sidecar
+// has them, the injector's template does not.
+var perPod = struct{ env, ports, mounts []string }{
+	env:    []string{"COLLAPSER_PEERS", "COLLAPSER_PEER_LISTEN", "COLLAPSER_POLICY_FILE"},
+	ports:  []string{"peer"},
+	mounts: []string{"policy"},
+}
+
+// TestRender_InjectorTemplateIsTheChartsSidecar holds the injector's sidecar
+// template to the sidecar container of the chart's own pod, field by field,
+// for the same values: with peers and a policy in the chart's pod, the
+// template is that container without them (per-pod settings of the
+// injector). src/internal/inject's tests hold the injected container to the
+// template.
+func TestRender_InjectorTemplateIsTheChartsSidecar(t *testing.T) {
+	tests := []struct {
+		name, file string
+		set        []string
+	}{
+		{"defaults", "", []string{"injector.enabled=true"}},
+		{"every feature, peers and a policy", allFeatures, []string{"injector.enabled=true", "replicaCount=3", "peers.port=6000", "clusterDomain=example.org"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := render(t, tt.file, tt.set...)
+			cm, ok := r.configMaps[injectorName]
+			if !ok {
+				t.Fatalf("no ConfigMap %s; rendered %v", injectorName, r.kinds())
+			}
+			var tmpl sidecarTemplate
+			if err := yaml.UnmarshalStrict([]byte(cm.Data["sidecar.yaml"]), &tmpl); err != nil {
+				t.Fatalf("sidecar.yaml: %v", err)
+			}
+			own := sidecarOf(t, r.deployments[fullname].Spec.Template.Spec)
+			if tt.file != "" && (len(own.Env) == len(withoutPerPod(own).Env) || len(own.VolumeMounts) == 0) {
+				t.Fatal("the chart's own sidecar has no peers or policy: the case tests nothing")
+			}
+			own = withoutPerPod(own)
+			got, want := reflect.ValueOf(tmpl.Container), reflect.ValueOf(own)
+			for i := range got.NumField() {
+				if !equality.Semantic.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {
+					g, _ := json.Marshal(got.Field(i).Interface())
+					w, _ := json.Marshal(want.Field(i).Interface())
+					t.Errorf("%s: template %s, chart's sidecar %s", got.Type().Field(i).Name, g, w)
+				}
+			}
+			values := userValues(t, tt.file, tt.set...)
+			wantDomain, wantPort := "cluster.local", int32(50053)
+			if tt.file != "" {
+				wantDomain, wantPort = values["clusterDomain"].(string), 6000
+			}
+			if tmpl.ClusterDomain != wantDomain || tmpl.PeerPort != wantPort || tmpl.PolicyDir != "/etc/collapser/policy" {
+				t.Errorf("clusterDomain %q, peerPort %d, policyDir %q; want %q, %d and the chart's policy directory", tmpl.ClusterDomain, tmpl.PeerPort, tmpl.PolicyDir, wantDomain, wantPort)
+			}
+		})
+	}
+}
+
+func sidecarOf(t *testing.T, spec corev1.PodSpec) corev1.Container {
+	t.Helper()
+	for _, c := range spec.Containers {
+		if c.Name == "collapser" {
+			return c
+		}
+	}
+	t.Fatal("the chart's pod has no collapser container")
+	return corev1.Container{}
+}
+
+func withoutPerPod(c corev1.Container) corev1.Container {
+	c = *c.DeepCopy()
+	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return slices.Contains(perPod.env, e.Name) })
+	c.Ports = slices.DeleteFunc(c.Ports, func(p corev1.ContainerPort) bool { return slices.Contains(perPod.ports, p.Name) })
+	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return slices.Contains(perPod.mounts, m.Name) })
+	if len(c.VolumeMounts) == 0 {
+		c.VolumeMounts = nil
+	}
+	return c
+}
+
+func TestRender_InjectorIsOffByDefault(t *testing.T) {
+	r := render(t, "")
+	if _, ok := r.deployments[injectorName]; ok || len(r.mutatingWebhooks) > 0 || len(r.clusterRoles) > 0 {
+		t.Errorf("the injector renders by default: %v", r.kinds())
+	}
+}
+
+// TestRender_InjectorIsSafeAndMinimal: an outage never blocks pod creation,
+// kube-system and the injector's namespace are never injected, two
+// replicas with a PDB, and RBAC for its own Secret, its own webhook
+// configuration and reading namespaces only.
+func TestRender_InjectorIsSafeAndMinimal(t *testing.T) {
+	r := render(t, "", "injector.enabled=true")
+	cfg, ok := r.mutatingWebhooks[injectorName]
+	if !ok || len(cfg.Webhooks) != 1 {
+		t.Fatalf("no MutatingWebhookConfiguration %s with one webhook; rendered %v", injectorName, r.kinds())
+	}
+	w := cfg.Webhooks[0]
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+		*w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy || *w.TimeoutSeconds > 10 {
+		t.Errorf("failurePolicy %s, sideEffects %s, reinvocationPolicy %s, timeoutSeconds %d; want Ignore, None, IfNeeded, at most 10",
+			*w.FailurePolicy, *w.SideEffects, *w.ReinvocationPolicy, *w.TimeoutSeconds)
+	}
+	excluded := w.NamespaceSelector.MatchExpressions[0]
+	if excluded.Key != "kubernetes.io/metadata.name" || excluded.Operator != "NotIn" || !slices.Equal(excluded.Values, []string{"kube-system", namespace}) {
+		t.Errorf("namespaceSelector %+v, want kube-system and %s excluded", w.NamespaceSelector, namespace)
+	}
+	if svc := w.ClientConfig.Service; svc == nil || svc.Name != injectorName || svc.Namespace != namespace || *svc.Path != "/inject" {
+		t.Errorf("clientConfig %+v, want the injector's Service at /inject", w.ClientConfig)
+	}
+	d := r.deployments[injectorName]
+	if d == nil || *d.Spec.Replicas != 2 {
+		t.Fatalf("injector Deployment %v, want 2 replicas", d)
+	}
+	if _, ok := r.pdbs[injectorName]; !ok {
+		t.Error("no PodDisruptionBudget for the injector")
+	}
+	if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe %+v, want /readyz (serving a valid certificate)", p)
+	}
+	rules := r.clusterRoles[injectorName].Rules
+	if len(rules) != 2 || !slices.Equal(rules[0].Resources, []string{"namespaces"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) ||
+		!slices.Equal(rules[1].ResourceNames, []string{injectorName}) {
+		t.Errorf("ClusterRole rules %+v, want get namespaces and its own webhook configuration", rules)
+	}
+	role := r.roles[injectorName].Rules
+	if len(role) != 1 || !slices.Equal(role[0].ResourceNames, []string{injectorName + "-tls"}) {
+		t.Errorf("Role rules %+v, want its own Secret only", role)
+	}
+	if _, ok := r.secrets[injectorName+"-tls"]; !ok {
+		t.Error("no Secret for the injector's certificate")
+	}
+	for _, want := range []string{`collapser.io/inject: "true"`, "kubectl --namespace lab rollout status deployment/" + injectorName, "targetPort at the port named collapser"} {
+		if !strings.Contains(r.notes, want) {
+			t.Errorf("NOTES do not say %q:\n%s", want, r.notes)
+		}
+	}
+}
