@@ -56,7 +56,7 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (se
 		CertCheck:       certs.DefaultCheckInterval,
 		ShutdownTimeout: 15 * time.Second,
 		LogLevel:        slog.LevelInfo,
-		LogFormat:       "json",
+		LogFormat:       command.LogJSON,
 	}
 	fs := flag.NewFlagSet("collapser-injector", flag.ContinueOnError)
 	fs.Usage = envflag.Usage(fs, envPrefix, "sidecar-mode")
@@ -71,8 +71,7 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (se
 	fs.DurationVar(&s.CertValidity, "cert-validity", s.CertValidity, "validity of each CA and serving certificate; renewed when two thirds have passed")
 	fs.DurationVar(&s.CertCheck, "cert-check-interval", s.CertCheck, "how often the certificate is checked for renewal, and another replica's renewal picked up")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "how long admissions in flight may take to finish after SIGTERM")
-	fs.TextVar(&s.LogLevel, "log-level", s.LogLevel, "least severe log `level`: debug, info, warn or error")
-	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log `format`: json or text")
+	command.LogFlags(fs, &s.LogLevel, &s.LogFormat)
 	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
 		return settings{}, err
 	}
@@ -102,7 +101,6 @@ func (s settings) validate() error {
 	check(s.CertValidity > 0, "cert-validity", "must be positive, got %v", s.CertValidity)
 	check(s.CertCheck > 0 && s.CertCheck < s.CertValidity/3, "cert-check-interval", "must be positive and under a third of --cert-validity (%v), so the renewal happens before expiry, got %v", s.CertValidity, s.CertCheck)
 	check(s.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", s.ShutdownTimeout)
-	check(s.LogFormat == "json" || s.LogFormat == "text", "log-format", "must be json or text, got %q", s.LogFormat)
 	return errors.Join(errs...)
 }
 

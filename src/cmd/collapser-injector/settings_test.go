@@ -32,7 +32,7 @@ func TestParseSettings(t *testing.T) {
 		{"bad mode", []string{"--sidecar-mode=sidecar"}, ns, nil, `--sidecar-mode (COLLAPSER_INJECTOR_SIDECAR_MODE): must be auto, native or container, got "sidecar"`},
 		{"check too slow to renew", []string{"--cert-validity=1h", "--cert-check-interval=20m"}, ns, nil, "--cert-check-interval (COLLAPSER_INJECTOR_CERT_CHECK_INTERVAL): must be positive and under a third of --cert-validity"},
 		{"bad address", []string{"--listen=8443"}, ns, nil, `--listen (COLLAPSER_INJECTOR_LISTEN): "8443" is not host:port`},
-		{"bad log format", []string{"--log-format=xml"}, ns, nil, "--log-format (COLLAPSER_INJECTOR_LOG_FORMAT): must be json or text"},
+		{"bad log format", []string{"--log-format=xml"}, ns, nil, `invalid value "xml" for flag -log-format: want json or text`},
 		{"bad variable", nil, map[string]string{"COLLAPSER_INJECTOR_CERT_VALIDITY": "long"}, nil, `COLLAPSER_INJECTOR_CERT_VALIDITY="long"`},
 	}
 	for _, tt := range tests {

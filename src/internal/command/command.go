@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,14 +28,4 @@ func Main(name string, run Run) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
-}
-
-// NewLogger returns the logger of a program: JSON lines, or text for
-// format "text", at level and above, on w.
-func NewLogger(level slog.Level, format string, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
 }

@@ -115,7 +115,7 @@ func Default() Settings {
 		Reflection:           true,
 		ShutdownTimeout:      15 * time.Second,
 		LogLevel:             slog.LevelWarn,
-		LogFormat:            "json",
+		LogFormat:            command.LogJSON,
 	}
 }
 
@@ -191,8 +191,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.BoolVar(&c.Reflection, "reflection", c.Reflection, "learn method kinds from the backend's server reflection")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "`duration` calls in flight may take to finish after SIGTERM")
 	fs.Int64Var(&c.MemoryLimit, "memory-limit", 0, "the container's memory limit in `bytes` (the chart passes it): the Go runtime's soft memory limit is 90% of it unless GOMEMLIMIT is set; 0: none")
-	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log `level`: debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: json or text")
+	command.LogFlags(fs, &c.LogLevel, &c.LogFormat)
 
 	bound(fs, 0, math.Inf(1), "must not be negative", "cache-ttl", "stale-while-revalidate", "stale-if-error", "shutdown-timeout", "memory-limit")
 	bound(fs, 1, math.Inf(1), "must be positive",
@@ -281,7 +280,6 @@ func (c Settings) validate() error {
 	caches := c.Cache.MaxBytes + c.Streams.MaxHeldBytes
 	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
-	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format", "must be json or text, got %q", c.LogFormat)
 	return errors.Join(errs...)
 }
 

@@ -75,7 +75,7 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"bad address", nil, map[string]string{"COLLAPSER_LISTEN": "50052"}, "COLLAPSER_LISTEN"},
 		{"bad bool", nil, map[string]string{"COLLAPSER_REFLECTION": "maybe"}, "COLLAPSER_REFLECTION"},
 		{"bad log level", nil, map[string]string{"COLLAPSER_LOG_LEVEL": "loud"}, "COLLAPSER_LOG_LEVEL"},
-		{"bad log format", []string{"--log-format=xml"}, nil, "--log-format"},
+		{"bad log format", []string{"--log-format=xml"}, nil, "-log-format: want json or text"},
 		{"zero backend timeout", []string{"--backend-timeout=0s"}, nil, "-backend-timeout: must be positive"},
 		{"negative memory limit", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "-1"}, "COLLAPSER_MEMORY_LIMIT"},
 		// 128 MiB: a Go heap of 115.2 MiB, less than the default caches' 128 MiB.
