@@ -140,6 +140,11 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 			}
 			return nil
 		}),
+		// Every backend answer of the burst was served for the policy's
+		// windows: the hello backend declares no cache-control.
+		expect("Answers/s by freshness source", sawRate("A", backend), labelValues("A", "source", "backend", "backend_capped", "policy")),
+		// Nobody purged: the series are there, at 0.
+		expect("Purges/s and answers purged/s", hasSeries("A", "B"), peakIs("A", 0), peakIs("B", 0)),
 		expect("Policy file", total(source{"a sidecar that started on its policy file", 1})),
 		expect("Policy reloads", func(v view, panel string) error {
 			series := v.results[viewKey(panel, "A")]
