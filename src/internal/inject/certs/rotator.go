@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -181,25 +182,30 @@ func (r *Rotator) renew(ctx context.Context, secret *corev1.Secret, now time.Tim
 }
 
 // trust sets bundle as the caBundle of every webhook of the configuration.
+// Every replica does it at start: when another one's write comes between
+// this one's read and write, it reads again (client-go's RetryOnConflict)
+// rather than wait for the next sync with its certificate unserved.
 func (r *Rotator) trust(ctx context.Context, bundle []byte) error {
-	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := r.client.Get(ctx, client.ObjectKey{Name: r.opts.Webhook}, &cfg); err != nil {
-		return fmt.Errorf("read mutating webhook configuration %s: %w", r.opts.Webhook, err)
-	}
-	changed := false
-	for i := range cfg.Webhooks {
-		if cc := &cfg.Webhooks[i].ClientConfig; !bytes.Equal(cc.CABundle, bundle) {
-			cc.CABundle = bundle
-			changed = true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := r.client.Get(ctx, client.ObjectKey{Name: r.opts.Webhook}, &cfg); err != nil {
+			return fmt.Errorf("read mutating webhook configuration %s: %w", r.opts.Webhook, err)
 		}
-	}
-	if !changed {
+		changed := false
+		for i := range cfg.Webhooks {
+			if cc := &cfg.Webhooks[i].ClientConfig; !bytes.Equal(cc.CABundle, bundle) {
+				cc.CABundle = bundle
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		if err := r.client.Update(ctx, &cfg); err != nil {
+			return fmt.Errorf("set caBundle of mutating webhook configuration %s: %w", r.opts.Webhook, err)
+		}
 		return nil
-	}
-	if err := r.client.Update(ctx, &cfg); err != nil {
-		return fmt.Errorf("set caBundle of mutating webhook configuration %s: %w", r.opts.Webhook, err)
-	}
-	return nil
+	})
 }
 
 // GetCertificate returns the certificate served, for tls.Config.

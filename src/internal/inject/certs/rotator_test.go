@@ -221,6 +221,26 @@ func TestSync_ConflictReadsTheWinner(t *testing.T) {
 	}
 }
 
+// TestSync_WebhookConflictIsTriedAgainAtOnce: two replicas starting
+// together both write the caBundle; the one whose write conflicts reads the
+// configuration again and serves, rather than wait for its next sync (seen
+// on kind: a replica unready for a minute).
+func TestSync_WebhookConflictIsTriedAgainAtOnce(t *testing.T) {
+	conflicts := 0
+	c := cluster(interceptor.Funcs{Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if _, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration); ok && conflicts == 0 {
+			conflicts++
+			return apierrors.NewConflict(schema.GroupResource{Resource: "mutatingwebhookconfigurations"}, obj.GetName(), errors.New("changed"))
+		}
+		return cl.Update(ctx, obj, opts...)
+	}})
+	r := newRotator(t, c, &clock{t0})
+	sync(t, r)
+	if conflicts != 1 || r.Ready() != nil {
+		t.Errorf("after %d conflicts: Ready() = %v, want nil: the write is tried again within the same sync", conflicts, r.Ready())
+	}
+}
+
 func TestSync_Errors(t *testing.T) {
 	clk := &clock{t0}
 	noWebhook := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testSecret.Namespace, Name: testSecret.Name}}).Build()
