@@ -357,10 +357,9 @@ func (v cacheControlValue) String() string {
 }
 
 func (v cacheControlValue) Set(s string) error {
-	switch s {
-	case "honor", "ignore":
-		*v.ignore = s == "ignore"
-		return nil
+	ignore, err := policy.ParseCacheControl(s)
+	if err == nil {
+		*v.ignore = ignore
 	}
-	return errors.New("want honor or ignore")
+	return err
 }

@@ -212,9 +212,10 @@ func parseStream(s string) (StreamMode, error) {
 	return 0, errors.New("want passthrough or replay")
 }
 
-// parseCacheControl reads a cacheControl field: honor or ignore; it
-// returns whether to ignore.
-func parseCacheControl(s string) (bool, error) {
+// ParseCacheControl reads a cacheControl setting, of the policy file or
+// of the default rule's flag: honor or ignore. It returns whether to
+// ignore an answer's cache-control.
+func ParseCacheControl(s string) (bool, error) {
 	switch s {
 	case "honor":
 		return false, nil

@@ -294,7 +294,7 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		}
 	}
 	if r.CacheControl.set {
-		if ignore, err := parseCacheControl(r.CacheControl.value); valid(r.CacheControl, "cacheControl", err) {
+		if ignore, err := ParseCacheControl(r.CacheControl.value); valid(r.CacheControl, "cacheControl", err) {
 			s.ignoreCC = ignore
 		}
 	}
