@@ -40,18 +40,21 @@ type Purger interface {
 // Observer is told about every purge (implemented by *metrics.Recorder).
 type Observer interface {
 	// ObservePurge is called once per purge request with its kind
-	// (KindRequest, KindMethod, KindTag, or KindNone when it named none), whether
-	// it was soft, its result (ResultOK, ResultInvalid or ResultRefused) and
-	// the answers it took back.
-	ObservePurge(kind string, soft bool, result string, entries int)
+	// (KindRequest, KindMethod, KindTag, or KindNone when it named none), its
+	// mode (ModeHard or ModeSoft), its result (ResultOK, ResultInvalid or
+	// ResultRefused) and the answers it took back.
+	ObservePurge(kind, mode, result string, entries int)
 }
 
-// The kinds and results of purges, as passed to Observer.ObservePurge.
+// The kinds, modes and results of purges, as passed to Observer.ObservePurge.
 const (
 	KindRequest = "request"
 	KindMethod  = "method"
 	KindTag     = "tag"
 	KindNone    = "none"
+
+	ModeHard = "hard"
+	ModeSoft = "soft"
 
 	ResultOK      = "ok"
 	ResultInvalid = "invalid"
@@ -98,7 +101,11 @@ func (s *Service) Purge(ctx context.Context, req *adminv1.PurgeRequest) (*adminv
 		result, n = ResultOK, s.purge(kind, req)
 	}
 	if s.o.Observer != nil {
-		s.o.Observer.ObservePurge(kind, req.GetSoft(), result, n)
+		mode := ModeHard
+		if req.GetSoft() {
+			mode = ModeSoft
+		}
+		s.o.Observer.ObservePurge(kind, mode, result, n)
 	}
 	if err != nil {
 		return nil, err

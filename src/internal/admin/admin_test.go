@@ -51,8 +51,8 @@ func soft2s(soft bool) string {
 // observed records what the Service told its Observer.
 type observed struct{ purges []string }
 
-func (o *observed) ObservePurge(kind string, soft bool, result string, entries int) {
-	o.purges = append(o.purges, kind+" "+soft2s(soft)+" "+result+" "+strconv.Itoa(entries))
+func (o *observed) ObservePurge(kind, mode, result string, entries int) {
+	o.purges = append(o.purges, kind+" "+mode+" "+result+" "+strconv.Itoa(entries))
 }
 
 // from returns a context whose caller connected from addr.

@@ -144,7 +144,7 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 	}
 	// Purges start at 0, so that the first one is a rise a rate() sees.
 	for _, kind := range []string{admin.KindRequest, admin.KindMethod, admin.KindTag} {
-		for _, mode := range []string{"hard", "soft"} {
+		for _, mode := range []string{admin.ModeHard, admin.ModeSoft} {
 			s.purges.WithLabelValues(kind, mode, admin.ResultOK)
 			s.purgedEntries.WithLabelValues(kind, mode)
 		}
@@ -205,13 +205,10 @@ func (s *Recorder) ObserveFreshness(method, source string) {
 	s.freshness.WithLabelValues(s.methods.label(method), source).Inc()
 }
 
-// ObservePurge counts one purge request of kind (admin.KindRequest, ...),
-// hard or soft, with its result, and the answers it took back.
-func (s *Recorder) ObservePurge(kind string, soft bool, result string, entries int) {
-	mode := "hard"
-	if soft {
-		mode = "soft"
-	}
+// ObservePurge counts one purge request of kind (admin.KindRequest, ...)
+// and mode (admin.ModeHard or ModeSoft) with its result, and the answers it
+// took back.
+func (s *Recorder) ObservePurge(kind, mode, result string, entries int) {
 	s.purges.WithLabelValues(kind, mode, result).Inc()
 	if entries > 0 {
 		s.purgedEntries.WithLabelValues(kind, mode).Add(float64(entries))
