@@ -16,6 +16,7 @@
 package inject
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"path"
@@ -156,9 +157,9 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 	c := *t.Container.DeepCopy()
 	grpcPort := c.Ports[portIndex(c.Ports, templateGRPCPort)].ContainerPort
 	metricsPort := c.Ports[portIndex(c.Ports, templateMetricsPort)].ContainerPort
-	port := or(s.port, grpcPort)
+	port := cmp.Or(s.port, grpcPort)
 	setPort(&c, templateGRPCPort, PortName, port, envListen)
-	setPort(&c, templateMetricsPort, MetricsPortName, or(s.metricsPort, metricsPort), envMetricsListen)
+	setPort(&c, templateMetricsPort, MetricsPortName, cmp.Or(s.metricsPort, metricsPort), envMetricsListen)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if p != nil && p.GRPC != nil && p.GRPC.Port == grpcPort {
 			p.GRPC.Port = port
@@ -171,7 +172,7 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 		setEnv(&c, envCacheTTL, s.cacheTTL)
 	}
 	if s.peers != "" {
-		peerPort := or(s.peerPort, t.PeerPort)
+		peerPort := cmp.Or(s.peerPort, t.PeerPort)
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PeerPortName, ContainerPort: peerPort, Protocol: corev1.ProtocolTCP})
 		setEnv(&c, envPeers, fmt.Sprintf("dns:///%s.%s.svc.%s:%d", s.peers, namespace, t.ClusterDomain, peerPort))
 		setEnv(&c, envPeerListen, fmt.Sprintf(":%d", peerPort))
@@ -233,11 +234,4 @@ func appendOp(path string, n int, v any) jsonpatch.Operation {
 
 func allContainers(pod *corev1.Pod) []corev1.Container {
 	return append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
-}
-
-func or(v, otherwise int32) int32 {
-	if v != 0 {
-		return v
-	}
-	return otherwise
 }
