@@ -179,6 +179,10 @@ func TestMemory_CachedAnswersHoldWhatTheyCount(t *testing.T) {
 		{name: "small answers", calls: 6_000},
 		{name: "8 KiB answers", calls: 2_000, replyBytes: 8 << 10},
 		{name: "64 KiB answers", calls: 300, replyBytes: 64 << 10},
+		// Each answer tagged with its call number (the hello backend's
+		// x-hello-call header read as the tags header): the tags and the
+		// header kept for forwarders count too.
+		{name: "tagged answers", calls: 6_000, edit: func(c *config.Settings) { c.TagsHeader = hello.HeaderCall }},
 	} {
 		t.Run(l.name, func(t *testing.T) {
 			l.method = sayHello
