@@ -12,6 +12,8 @@ var greeterMethods = [...]string{
 	hellov1.Greeter_StreamHellos_FullMethodName,
 	hellov1.Greeter_CollectHellos_FullMethodName,
 	hellov1.Greeter_Chat_FullMethodName,
+	hellov1.Greeter_GetGreeting_FullMethodName,
+	hellov1.Greeter_SetGreeting_FullMethodName,
 }
 
 // method indexes greeterMethods.
@@ -22,6 +24,8 @@ const (
 	streamHellos
 	collectHellos
 	chat
+	getGreeting
+	setGreeting
 )
 
 // counts holds one request counter per Greeter method.

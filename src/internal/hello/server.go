@@ -32,6 +32,9 @@ const (
 	HeaderCall = "x-hello-call"
 	// TrailerServedBy is the response trailer naming the serving instance.
 	TrailerServedBy = "x-hello-served-by"
+	// HeaderTags is the response header GetGreeting and SetGreeting tag
+	// their answers in: the sidecar's default tags header.
+	HeaderTags = "collapser-tags"
 	// DefaultServedBy is the TrailerServedBy value when Options.ServedBy is "".
 	DefaultServedBy = "hello"
 	// MaxStreamCount is the largest HelloRequest.count StreamHellos accepts.
@@ -67,6 +70,7 @@ type Server struct {
 	servedBy       string
 	replyBytes     int
 	counts         counts
+	greetings      greetings
 	requests       [len(greeterMethods)]prometheus.Counter // children of hello_requests_total, by method
 }
 

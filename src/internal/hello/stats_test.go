@@ -40,6 +40,8 @@ func TestGetCounts_CountsEveryGreeterRPCButNotStatsCalls(t *testing.T) {
 		hellov1.Greeter_StreamHellos_FullMethodName:  1,
 		hellov1.Greeter_CollectHellos_FullMethodName: 0,
 		hellov1.Greeter_Chat_FullMethodName:          0,
+		hellov1.Greeter_GetGreeting_FullMethodName:   0,
+		hellov1.Greeter_SetGreeting_FullMethodName:   0,
 	}
 	if got.GetTotal() != 3 || len(got.GetByMethod()) != len(want) {
 		t.Errorf("GetCounts = %v, want total 3 and %v", got, want)
@@ -55,7 +57,9 @@ func TestGetCounts_CountsEveryGreeterRPCButNotStatsCalls(t *testing.T) {
 # TYPE hello_requests_total counter
 hello_requests_total{method="/hello.v1.Greeter/Chat"} 0
 hello_requests_total{method="/hello.v1.Greeter/CollectHellos"} 0
+hello_requests_total{method="/hello.v1.Greeter/GetGreeting"} 0
 hello_requests_total{method="/hello.v1.Greeter/SayHello"} 2
+hello_requests_total{method="/hello.v1.Greeter/SetGreeting"} 0
 hello_requests_total{method="/hello.v1.Greeter/StreamHellos"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantMetric), "hello_requests_total"); err != nil {

@@ -25,6 +25,117 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// GetGreetingRequest names whose greeting to read.
+type GetGreetingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is whose greeting.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGreetingRequest) Reset() {
+	*x = GetGreetingRequest{}
+	mi := &file_hello_v1_hello_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGreetingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGreetingRequest) ProtoMessage() {}
+
+func (x *GetGreetingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hello_v1_hello_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGreetingRequest.ProtoReflect.Descriptor instead.
+func (*GetGreetingRequest) Descriptor() ([]byte, []int) {
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetGreetingRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Greeting is a name's greeting, as set by SetGreeting.
+type Greeting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is whose greeting it is.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// text is the greeting.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// version counts the name's SetGreeting calls, from 1; ignored in a
+	// SetGreeting request.
+	Version       int64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Greeting) Reset() {
+	*x = Greeting{}
+	mi := &file_hello_v1_hello_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Greeting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Greeting) ProtoMessage() {}
+
+func (x *Greeting) ProtoReflect() protoreflect.Message {
+	mi := &file_hello_v1_hello_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Greeting.ProtoReflect.Descriptor instead.
+func (*Greeting) Descriptor() ([]byte, []int) {
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Greeting) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Greeting) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Greeting) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // HelloRequest names who to greet.
 type HelloRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -45,7 +156,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_hello_v1_hello_proto_msgTypes[0]
+	mi := &file_hello_v1_hello_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +168,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[0]
+	mi := &file_hello_v1_hello_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +181,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{0}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *HelloRequest) GetName() string {
@@ -118,7 +229,7 @@ type HelloReply struct {
 
 func (x *HelloReply) Reset() {
 	*x = HelloReply{}
-	mi := &file_hello_v1_hello_proto_msgTypes[1]
+	mi := &file_hello_v1_hello_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +241,7 @@ func (x *HelloReply) String() string {
 func (*HelloReply) ProtoMessage() {}
 
 func (x *HelloReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[1]
+	mi := &file_hello_v1_hello_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +254,7 @@ func (x *HelloReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloReply.ProtoReflect.Descriptor instead.
 func (*HelloReply) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{1}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HelloReply) GetMessage() string {
@@ -176,7 +287,7 @@ type GetCountsRequest struct {
 
 func (x *GetCountsRequest) Reset() {
 	*x = GetCountsRequest{}
-	mi := &file_hello_v1_hello_proto_msgTypes[2]
+	mi := &file_hello_v1_hello_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +299,7 @@ func (x *GetCountsRequest) String() string {
 func (*GetCountsRequest) ProtoMessage() {}
 
 func (x *GetCountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[2]
+	mi := &file_hello_v1_hello_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +312,7 @@ func (x *GetCountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCountsRequest.ProtoReflect.Descriptor instead.
 func (*GetCountsRequest) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{2}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{4}
 }
 
 // GetCountsReply holds the counts.
@@ -217,7 +328,7 @@ type GetCountsReply struct {
 
 func (x *GetCountsReply) Reset() {
 	*x = GetCountsReply{}
-	mi := &file_hello_v1_hello_proto_msgTypes[3]
+	mi := &file_hello_v1_hello_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -229,7 +340,7 @@ func (x *GetCountsReply) String() string {
 func (*GetCountsReply) ProtoMessage() {}
 
 func (x *GetCountsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[3]
+	mi := &file_hello_v1_hello_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -242,7 +353,7 @@ func (x *GetCountsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCountsReply.ProtoReflect.Descriptor instead.
 func (*GetCountsReply) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{3}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetCountsReply) GetTotal() int64 {
@@ -263,7 +374,13 @@ var File_hello_v1_hello_proto protoreflect.FileDescriptor
 
 const file_hello_v1_hello_proto_rawDesc = "" +
 	"\n" +
-	"\x14hello/v1/hello.proto\x12\bhello.v1\"x\n" +
+	"\x14hello/v1/hello.proto\x12\bhello.v1\"(\n" +
+	"\x12GetGreetingRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"L\n" +
+	"\bGreeting\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\"x\n" +
 	"\fHelloRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x1f\n" +
@@ -282,12 +399,14 @@ const file_hello_v1_hello_proto_rawDesc = "" +
 	"\tby_method\x18\x02 \x03(\v2&.hello.v1.GetCountsReply.ByMethodEntryR\bbyMethod\x1a;\n" +
 	"\rByMethodEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x88\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\x85\x03\n" +
 	"\aGreeter\x12=\n" +
 	"\bSayHello\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply\"\x03\x90\x02\x01\x12C\n" +
 	"\fStreamHellos\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply\"\x03\x90\x02\x010\x01\x12?\n" +
 	"\rCollectHellos\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply(\x01\x128\n" +
-	"\x04Chat\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply(\x010\x012J\n" +
+	"\x04Chat\x12\x16.hello.v1.HelloRequest\x1a\x14.hello.v1.HelloReply(\x010\x01\x12D\n" +
+	"\vGetGreeting\x12\x1c.hello.v1.GetGreetingRequest\x1a\x12.hello.v1.Greeting\"\x03\x90\x02\x01\x125\n" +
+	"\vSetGreeting\x12\x12.hello.v1.Greeting\x1a\x12.hello.v1.Greeting2J\n" +
 	"\x05Stats\x12A\n" +
 	"\tGetCounts\x12\x1a.hello.v1.GetCountsRequest\x1a\x18.hello.v1.GetCountsReplyB9Z7github.com/collapser/collapser/src/api/hello/v1;hellov1b\x06proto3"
 
@@ -303,28 +422,34 @@ func file_hello_v1_hello_proto_rawDescGZIP() []byte {
 	return file_hello_v1_hello_proto_rawDescData
 }
 
-var file_hello_v1_hello_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_hello_v1_hello_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_hello_v1_hello_proto_goTypes = []any{
-	(*HelloRequest)(nil),     // 0: hello.v1.HelloRequest
-	(*HelloReply)(nil),       // 1: hello.v1.HelloReply
-	(*GetCountsRequest)(nil), // 2: hello.v1.GetCountsRequest
-	(*GetCountsReply)(nil),   // 3: hello.v1.GetCountsReply
-	nil,                      // 4: hello.v1.GetCountsReply.ByMethodEntry
+	(*GetGreetingRequest)(nil), // 0: hello.v1.GetGreetingRequest
+	(*Greeting)(nil),           // 1: hello.v1.Greeting
+	(*HelloRequest)(nil),       // 2: hello.v1.HelloRequest
+	(*HelloReply)(nil),         // 3: hello.v1.HelloReply
+	(*GetCountsRequest)(nil),   // 4: hello.v1.GetCountsRequest
+	(*GetCountsReply)(nil),     // 5: hello.v1.GetCountsReply
+	nil,                        // 6: hello.v1.GetCountsReply.ByMethodEntry
 }
 var file_hello_v1_hello_proto_depIdxs = []int32{
-	4, // 0: hello.v1.GetCountsReply.by_method:type_name -> hello.v1.GetCountsReply.ByMethodEntry
-	0, // 1: hello.v1.Greeter.SayHello:input_type -> hello.v1.HelloRequest
-	0, // 2: hello.v1.Greeter.StreamHellos:input_type -> hello.v1.HelloRequest
-	0, // 3: hello.v1.Greeter.CollectHellos:input_type -> hello.v1.HelloRequest
-	0, // 4: hello.v1.Greeter.Chat:input_type -> hello.v1.HelloRequest
-	2, // 5: hello.v1.Stats.GetCounts:input_type -> hello.v1.GetCountsRequest
-	1, // 6: hello.v1.Greeter.SayHello:output_type -> hello.v1.HelloReply
-	1, // 7: hello.v1.Greeter.StreamHellos:output_type -> hello.v1.HelloReply
-	1, // 8: hello.v1.Greeter.CollectHellos:output_type -> hello.v1.HelloReply
-	1, // 9: hello.v1.Greeter.Chat:output_type -> hello.v1.HelloReply
-	3, // 10: hello.v1.Stats.GetCounts:output_type -> hello.v1.GetCountsReply
-	6, // [6:11] is the sub-list for method output_type
-	1, // [1:6] is the sub-list for method input_type
+	6, // 0: hello.v1.GetCountsReply.by_method:type_name -> hello.v1.GetCountsReply.ByMethodEntry
+	2, // 1: hello.v1.Greeter.SayHello:input_type -> hello.v1.HelloRequest
+	2, // 2: hello.v1.Greeter.StreamHellos:input_type -> hello.v1.HelloRequest
+	2, // 3: hello.v1.Greeter.CollectHellos:input_type -> hello.v1.HelloRequest
+	2, // 4: hello.v1.Greeter.Chat:input_type -> hello.v1.HelloRequest
+	0, // 5: hello.v1.Greeter.GetGreeting:input_type -> hello.v1.GetGreetingRequest
+	1, // 6: hello.v1.Greeter.SetGreeting:input_type -> hello.v1.Greeting
+	4, // 7: hello.v1.Stats.GetCounts:input_type -> hello.v1.GetCountsRequest
+	3, // 8: hello.v1.Greeter.SayHello:output_type -> hello.v1.HelloReply
+	3, // 9: hello.v1.Greeter.StreamHellos:output_type -> hello.v1.HelloReply
+	3, // 10: hello.v1.Greeter.CollectHellos:output_type -> hello.v1.HelloReply
+	3, // 11: hello.v1.Greeter.Chat:output_type -> hello.v1.HelloReply
+	1, // 12: hello.v1.Greeter.GetGreeting:output_type -> hello.v1.Greeting
+	1, // 13: hello.v1.Greeter.SetGreeting:output_type -> hello.v1.Greeting
+	5, // 14: hello.v1.Stats.GetCounts:output_type -> hello.v1.GetCountsReply
+	8, // [8:15] is the sub-list for method output_type
+	1, // [1:8] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -341,7 +466,7 @@ func file_hello_v1_hello_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hello_v1_hello_proto_rawDesc), len(file_hello_v1_hello_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,6 +27,8 @@ const (
 	Greeter_StreamHellos_FullMethodName  = "/hello.v1.Greeter/StreamHellos"
 	Greeter_CollectHellos_FullMethodName = "/hello.v1.Greeter/CollectHellos"
 	Greeter_Chat_FullMethodName          = "/hello.v1.Greeter/Chat"
+	Greeter_GetGreeting_FullMethodName   = "/hello.v1.Greeter/GetGreeting"
+	Greeter_SetGreeting_FullMethodName   = "/hello.v1.Greeter/SetGreeting"
 )
 
 // GreeterClient is the client API for Greeter service.
@@ -44,6 +46,14 @@ type GreeterClient interface {
 	CollectHellos(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[HelloRequest, HelloReply], error)
 	// Chat answers every greeting as it arrives.
 	Chat(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HelloRequest, HelloReply], error)
+	// GetGreeting reads the greeting set for a name, NOT_FOUND when none is.
+	// It has no side effects. Its answer is tagged "greeting:<name>" in the
+	// collapser-tags header, so that a purge of the tag takes it back.
+	GetGreeting(ctx context.Context, in *GetGreetingRequest, opts ...grpc.CallOption) (*Greeting, error)
+	// SetGreeting sets the greeting of a name and answers it with its new
+	// version: a write, never collapsed unless a policy says so. Its answer
+	// carries the same tag as GetGreeting's, the one a purge on write names.
+	SetGreeting(ctx context.Context, in *Greeting, opts ...grpc.CallOption) (*Greeting, error)
 }
 
 type greeterClient struct {
@@ -109,6 +119,26 @@ func (c *greeterClient) Chat(ctx context.Context, opts ...grpc.CallOption) (grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Greeter_ChatClient = grpc.BidiStreamingClient[HelloRequest, HelloReply]
 
+func (c *greeterClient) GetGreeting(ctx context.Context, in *GetGreetingRequest, opts ...grpc.CallOption) (*Greeting, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Greeting)
+	err := c.cc.Invoke(ctx, Greeter_GetGreeting_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *greeterClient) SetGreeting(ctx context.Context, in *Greeting, opts ...grpc.CallOption) (*Greeting, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Greeting)
+	err := c.cc.Invoke(ctx, Greeter_SetGreeting_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GreeterServer is the server API for Greeter service.
 // All implementations must embed UnimplementedGreeterServer
 // for forward compatibility.
@@ -124,6 +154,14 @@ type GreeterServer interface {
 	CollectHellos(grpc.ClientStreamingServer[HelloRequest, HelloReply]) error
 	// Chat answers every greeting as it arrives.
 	Chat(grpc.BidiStreamingServer[HelloRequest, HelloReply]) error
+	// GetGreeting reads the greeting set for a name, NOT_FOUND when none is.
+	// It has no side effects. Its answer is tagged "greeting:<name>" in the
+	// collapser-tags header, so that a purge of the tag takes it back.
+	GetGreeting(context.Context, *GetGreetingRequest) (*Greeting, error)
+	// SetGreeting sets the greeting of a name and answers it with its new
+	// version: a write, never collapsed unless a policy says so. Its answer
+	// carries the same tag as GetGreeting's, the one a purge on write names.
+	SetGreeting(context.Context, *Greeting) (*Greeting, error)
 	mustEmbedUnimplementedGreeterServer()
 }
 
@@ -145,6 +183,12 @@ func (UnimplementedGreeterServer) CollectHellos(grpc.ClientStreamingServer[Hello
 }
 func (UnimplementedGreeterServer) Chat(grpc.BidiStreamingServer[HelloRequest, HelloReply]) error {
 	return status.Error(codes.Unimplemented, "method Chat not implemented")
+}
+func (UnimplementedGreeterServer) GetGreeting(context.Context, *GetGreetingRequest) (*Greeting, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGreeting not implemented")
+}
+func (UnimplementedGreeterServer) SetGreeting(context.Context, *Greeting) (*Greeting, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGreeting not implemented")
 }
 func (UnimplementedGreeterServer) mustEmbedUnimplementedGreeterServer() {}
 func (UnimplementedGreeterServer) testEmbeddedByValue()                 {}
@@ -210,6 +254,42 @@ func _Greeter_Chat_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Greeter_ChatServer = grpc.BidiStreamingServer[HelloRequest, HelloReply]
 
+func _Greeter_GetGreeting_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGreetingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GreeterServer).GetGreeting(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Greeter_GetGreeting_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GreeterServer).GetGreeting(ctx, req.(*GetGreetingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Greeter_SetGreeting_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Greeting)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GreeterServer).SetGreeting(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Greeter_SetGreeting_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GreeterServer).SetGreeting(ctx, req.(*Greeting))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Greeter_ServiceDesc is the grpc.ServiceDesc for Greeter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -220,6 +300,14 @@ var Greeter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SayHello",
 			Handler:    _Greeter_SayHello_Handler,
+		},
+		{
+			MethodName: "GetGreeting",
+			Handler:    _Greeter_GetGreeting_Handler,
+		},
+		{
+			MethodName: "SetGreeting",
+			Handler:    _Greeter_SetGreeting_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
