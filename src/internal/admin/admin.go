@@ -1,17 +1,24 @@
 // Package admin serves the sidecar's admin service (collapser.admin.v1):
 // purges of the result cache, which a backend calls after a write. It checks
-// each request, calls the proxy's purge methods and reports what they took
-// back; it knows nothing of keys or entries itself.
+// each request, calls the proxy's purge methods, takes the purge to the
+// other replicas when there are peers, and reports what it took back; it
+// knows nothing of keys or entries itself.
 //
-// The sidecar serves it on its own listener, bound to loopback by default,
-// and the service refuses callers from other addresses unless told
-// otherwise (AllowRemote): the pod's own backend is the one that knows when
-// an answer is out of date.
+// The sidecar serves it twice. On its admin listener, bound to loopback by
+// default, it refuses callers from other addresses unless told otherwise
+// (AllowRemote): the pod's own backend is the one that knows when an answer
+// is out of date; from there a purge goes to every other replica. On the
+// peer listener (NewPeer) it takes purges only from the release's own
+// sidecars, which present the release's peer token, and takes them to no
+// one else.
 package admin
 
 import (
 	"context"
+	"crypto/subtle"
+	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -32,9 +39,9 @@ const DefaultListen = "127.0.0.1:50054"
 
 // Purger takes answers back (implemented by *proxy.Proxy).
 type Purger interface {
-	PurgeRequest(method, sub string, payload []byte, md metadata.MD, soft bool) int
-	PurgeMethod(method string, soft bool) int
-	PurgeTag(tag string, soft bool) int
+	PurgeRequest(method, sub string, payload []byte, md metadata.MD, how proxy.Purge) int
+	PurgeMethod(method string, how proxy.Purge) int
+	PurgeTag(tag string, how proxy.Purge) int
 }
 
 // Observer is told about every purge (implemented by *metrics.Recorder).
@@ -59,6 +66,8 @@ const (
 	ResultOK      = "ok"
 	ResultInvalid = "invalid"
 	ResultRefused = "refused"
+	// ResultPartial: taken back here, but some replica could not be reached.
+	ResultPartial = "partial"
 )
 
 // Options configures a Service. Purger is required.
@@ -67,20 +76,53 @@ type Options struct {
 	Observer Observer
 	// AllowRemote lets callers from other addresses than loopback purge.
 	AllowRemote bool
+	// Replicas, when set, are the other replicas every purge is taken to.
+	Replicas *Replicas
 }
 
 // Service implements adminv1.CacheServer.
 type Service struct {
 	adminv1.UnimplementedCacheServer
-	o Options
+	o      Options
+	access func(ctx context.Context) error // nil: the caller may purge
+	peer   bool                            // serves the peer listener (NewPeer)
+	self   string                          // with NewPeer: this sidecar's Replicas.Self
 }
 
-// New returns a Service; it panics without a Purger.
+// New returns the Service of the admin listener; it panics without a Purger.
 func New(o Options) *Service {
 	if o.Purger == nil {
 		panic("admin: Options.Purger is required")
 	}
-	return &Service{o: o}
+	return &Service{o: o, access: func(ctx context.Context) error {
+		if o.AllowRemote || fromLoopback(ctx) {
+			return nil
+		}
+		return status.Error(codes.PermissionDenied,
+			"admin: purges are taken from loopback only (the pod's own containers); see COLLAPSER_ADMIN_ALLOW_REMOTE")
+	}}
+}
+
+// NewPeer returns the Service of the peer listener: it takes purges from
+// the replicas that present token, skips those this sidecar sent itself
+// (whose origin is self, the Self of its Replicas), and takes them to no
+// one else. Without a token it takes none. It observes nothing: the
+// replica that took the purge to the others counts it once, with every
+// answer it took back on each. It panics without a Purger.
+func NewPeer(purger Purger, token, self string) *Service {
+	if purger == nil {
+		panic("admin: a Purger is required")
+	}
+	return &Service{o: Options{Purger: purger}, peer: true, self: self, access: func(ctx context.Context) error {
+		if token == "" {
+			return status.Error(codes.PermissionDenied, "admin: this sidecar has no peer token (COLLAPSER_PEER_TOKEN_FILE): it takes no purge from other replicas")
+		}
+		got := metadata.ValueFromIncomingContext(ctx, TokenHeader)
+		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(token)) != 1 {
+			return status.Error(codes.Unauthenticated, "admin: a purge from a replica must carry the release's peer token")
+		}
+		return nil
+	}}
 }
 
 // Register registers s on srv.
@@ -91,31 +133,90 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 // Purge implements adminv1.CacheServer.
 func (s *Service) Purge(ctx context.Context, req *adminv1.PurgeRequest) (*adminv1.PurgeResponse, error) {
 	kind, err := check(req)
-	result, n := ResultInvalid, 0
+	result, resp := ResultInvalid, &adminv1.PurgeResponse{}
 	switch {
 	case err != nil:
-	case !s.o.AllowRemote && !fromLoopback(ctx):
-		result, err = ResultRefused, status.Error(codes.PermissionDenied,
-			"admin: purges are taken from loopback only (the pod's own containers); see COLLAPSER_ADMIN_ALLOW_REMOTE")
 	default:
-		result, n = ResultOK, s.purge(kind, req)
+		if err = s.access(ctx); err != nil {
+			result = ResultRefused
+			break
+		}
+		result, resp, err = s.everywhere(ctx, kind, req)
 	}
 	if s.o.Observer != nil {
 		mode := ModeHard
 		if req.GetSoft() {
 			mode = ModeSoft
 		}
-		s.o.Observer.ObservePurge(kind, mode, result, n)
+		s.o.Observer.ObservePurge(kind, mode, result, int(resp.GetEntries()))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.PurgeResponse{Entries: int64(n)}, nil
+	return resp, nil
+}
+
+// Invalidate purges, hard, every answer of methods and every answer that
+// carried one of tags, here and on every replica: the purge on write of a
+// method whose policy names what its success invalidates. It is called by
+// the proxy itself, so no access is checked.
+func (s *Service) Invalidate(ctx context.Context, methods, tags []string) error {
+	var reqs []*adminv1.PurgeRequest
+	for _, m := range methods {
+		reqs = append(reqs, &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: m}})
+	}
+	for _, t := range tags {
+		reqs = append(reqs, &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: t}})
+	}
+	var errs []error
+	for _, req := range reqs {
+		kind, err := check(req)
+		result, resp := ResultInvalid, &adminv1.PurgeResponse{}
+		if err == nil {
+			result, resp, err = s.everywhere(ctx, kind, req)
+		}
+		if s.o.Observer != nil {
+			s.o.Observer.ObservePurge(kind, ModeHard, result, int(resp.GetEntries()))
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// everywhere runs a checked request of kind here and, with Replicas, on
+// every other replica: first on the answers each keeps as the owner of
+// their keys, then on those each keeps for its callers (see proxy.Scope).
+// The peer listener's Service runs one scope, the one asked, and skips the
+// purges this sidecar sent itself.
+func (s *Service) everywhere(ctx context.Context, kind string, req *adminv1.PurgeRequest) (string, *adminv1.PurgeResponse, error) {
+	resp := &adminv1.PurgeResponse{}
+	if s.peer {
+		if !slices.Equal(metadata.ValueFromIncomingContext(ctx, OriginHeader), []string{s.self}) {
+			resp.Entries, resp.Replicas = int64(s.purge(kind, req, scopeOf(ctx))), 1
+		}
+		return ResultOK, resp, nil
+	}
+	if s.o.Replicas == nil {
+		resp.Entries, resp.Replicas = int64(s.purge(kind, req, proxy.Everything)), 1
+		return ResultOK, resp, nil
+	}
+	var errs []error
+	for _, scope := range []proxy.Scope{proxy.Owned, proxy.Callers} {
+		phase := &adminv1.PurgeResponse{Entries: int64(s.purge(kind, req, scope)), Replicas: 1}
+		errs = append(errs, s.o.Replicas.purge(ctx, req, scope, phase))
+		resp.Entries, resp.Replicas = resp.Entries+phase.Entries, phase.Replicas
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ResultPartial, resp, status.Errorf(codes.Unavailable,
+			"admin: purged %d answers on %d replicas, this one included, but not on every replica (call again: a purge may be repeated): %v",
+			resp.Entries, resp.Replicas, err)
+	}
+	return ResultOK, resp, nil
 }
 
 // purge runs a checked request of kind.
-func (s *Service) purge(kind string, req *adminv1.PurgeRequest) int {
-	soft := req.GetSoft()
+func (s *Service) purge(kind string, req *adminv1.PurgeRequest, scope proxy.Scope) int {
+	how := proxy.Purge{Soft: req.GetSoft(), Scope: scope}
 	switch kind {
 	case KindRequest:
 		r := req.GetRequest()
@@ -123,11 +224,11 @@ func (s *Service) purge(kind string, req *adminv1.PurgeRequest) int {
 		for _, h := range r.GetHeaders() {
 			md[h.GetName()] = append(md[h.GetName()], h.GetValues()...)
 		}
-		return s.o.Purger.PurgeRequest(r.GetMethod(), r.GetContentSubtype(), r.GetPayload(), md, soft)
+		return s.o.Purger.PurgeRequest(r.GetMethod(), r.GetContentSubtype(), r.GetPayload(), md, how)
 	case KindMethod:
-		return s.o.Purger.PurgeMethod(req.GetMethod(), soft)
+		return s.o.Purger.PurgeMethod(req.GetMethod(), how)
 	}
-	return s.o.Purger.PurgeTag(req.GetTag(), soft)
+	return s.o.Purger.PurgeTag(req.GetTag(), how)
 }
 
 // check returns the kind of purge req asks for, or an INVALID_ARGUMENT

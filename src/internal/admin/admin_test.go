@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
+	"github.com/collapser/collapser/src/internal/proxy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,27 +27,35 @@ type purges struct {
 	n     int
 }
 
-func (p *purges) PurgeRequest(method, sub string, payload []byte, md metadata.MD, soft bool) int {
-	p.calls = append(p.calls, "request "+method+" "+sub+" "+string(payload)+" "+soft2s(soft))
+func (p *purges) PurgeRequest(method, sub string, payload []byte, md metadata.MD, how proxy.Purge) int {
+	p.calls = append(p.calls, "request "+method+" "+sub+" "+string(payload)+" "+how2s(how))
 	p.md = md
 	return p.n
 }
 
-func (p *purges) PurgeMethod(method string, soft bool) int {
-	p.calls = append(p.calls, "method "+method+" "+soft2s(soft))
+func (p *purges) PurgeMethod(method string, how proxy.Purge) int {
+	p.calls = append(p.calls, "method "+method+" "+how2s(how))
 	return p.n
 }
 
-func (p *purges) PurgeTag(tag string, soft bool) int {
-	p.calls = append(p.calls, "tag "+tag+" "+soft2s(soft))
+func (p *purges) PurgeTag(tag string, how proxy.Purge) int {
+	p.calls = append(p.calls, "tag "+tag+" "+how2s(how))
 	return p.n
 }
 
-func soft2s(soft bool) string {
-	if soft {
-		return "soft"
+// how2s writes how: hard or soft, then the scope unless it is Everything.
+func how2s(how proxy.Purge) string {
+	s := "hard"
+	if how.Soft {
+		s = "soft"
 	}
-	return "hard"
+	switch how.Scope {
+	case proxy.Owned:
+		s += " owned"
+	case proxy.Callers:
+		s += " callers"
+	}
+	return s
 }
 
 // observed records what the Service told its Observer.
@@ -131,5 +141,54 @@ func TestPurge_BadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 	p := &purges{}
 	if _, err := New(Options{Purger: p, AllowRemote: true}).Purge(from("10.1.2.3"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}); err != nil || len(p.calls) != 1 {
 		t.Errorf("AllowRemote: err %v, calls %q; want the purge made", err, p.calls)
+	}
+}
+
+func TestNewPeer_TakesOneScopeFromReplicasWithTheTokenAndSkipsItsOwn(t *testing.T) {
+	tag := &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}
+	incoming := func(kv ...string) context.Context {
+		return metadata.NewIncomingContext(from("10.1.2.3"), metadata.Pairs(kv...))
+	}
+	tests := []struct {
+		name     string
+		token    string // the sidecar's
+		ctx      context.Context
+		code     codes.Code
+		calls    []string
+		replicas int32
+	}{
+		{"owned scope", "t0k", incoming(TokenHeader, "t0k", ScopeHeader, "owned", OriginHeader, "other"), codes.OK, []string{"tag x hard owned"}, 1},
+		{"callers scope", "t0k", incoming(TokenHeader, "t0k", ScopeHeader, "callers"), codes.OK, []string{"tag x hard callers"}, 1},
+		{"no scope: everything", "t0k", incoming(TokenHeader, "t0k"), codes.OK, []string{"tag x hard"}, 1},
+		{"its own purge", "t0k", incoming(TokenHeader, "t0k", ScopeHeader, "owned", OriginHeader, "me"), codes.OK, nil, 0},
+		{"wrong token", "t0k", incoming(TokenHeader, "t0kk"), codes.Unauthenticated, nil, 0},
+		{"no token sent", "t0k", incoming(), codes.Unauthenticated, nil, 0},
+		{"no token of its own", "", incoming(TokenHeader, ""), codes.PermissionDenied, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &purges{n: 2}
+			resp, err := NewPeer(p, tt.token, "me").Purge(tt.ctx, tag)
+			if status.Code(err) != tt.code || !slices.Equal(p.calls, tt.calls) || resp.GetReplicas() != tt.replicas {
+				t.Errorf("Purge = %v, %v, asked %q; want %v, asked %q, %d replicas", resp, err, p.calls, tt.code, tt.calls, tt.replicas)
+			}
+		})
+	}
+}
+
+func TestInvalidate_PurgesEachMethodAndTagHardAndCountsThem(t *testing.T) {
+	p, o := &purges{n: 1}, &observed{}
+	if err := New(Options{Purger: p, Observer: o}).Invalidate(context.Background(), []string{"/a.B/Get"}, []string{"user:1", "org:2"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"method /a.B/Get hard", "tag user:1 hard", "tag org:2 hard"}; !slices.Equal(p.calls, want) {
+		t.Errorf("asked %q, want %q", p.calls, want)
+	}
+	if want := []string{"method hard ok 1", "tag hard ok 1", "tag hard ok 1"}; !slices.Equal(o.purges, want) {
+		t.Errorf("observed %q, want %q", o.purges, want)
+	}
+	err := New(Options{Purger: p, Observer: o}).Invalidate(context.Background(), []string{"Get"}, nil)
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Invalidate of a malformed method: %v, want INVALID_ARGUMENT", err)
 	}
 }

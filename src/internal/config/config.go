@@ -37,6 +37,9 @@ type Settings struct {
 	MetricsListen string // address of the Prometheus /metrics endpoint
 	Peers         string // gRPC target of the other replicas; "" for none
 	PeerListen    string // address of the listener for peers' calls
+	// PeerTokenFile holds the release's peer token, which every purge one
+	// replica takes to another carries; "": purges stay on this replica.
+	PeerTokenFile string
 	AdminListen   string // address of the admin service's listener; "" for none
 	// AdminAllowRemote lets callers from other addresses than loopback purge.
 	AdminAllowRemote bool
@@ -157,6 +160,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
 	fs.StringVar(&c.Peers, "peers", "", "gRPC `target` of every replica, this one included (dns:///name:port, or host:port,host:port): each key's calls are made by its owner; empty: no peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
+	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token, with --peers: purges reach every replica, and the peer listener takes them only with this token; empty: purges stay on this replica")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges), loopback by default so that only the pod's own containers reach it; empty: none")
 	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service")
 	fs.StringVar(&c.TagsHeader, "tags-header", c.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")

@@ -121,7 +121,7 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 			"Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
 			"method", "source"),
 		purges: counterVec("collapser_purges_total",
-			"Purge requests to the admin service, by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback).",
+			"Purges this sidecar made, asked through the admin service or by a write's success (policy invalidates), by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback; partial: some replica not reached). With peers each is counted once, on the replica that took it to the others.",
 			"kind", "mode", "result"),
 		purgedEntries: counterVec("collapser_purged_entries_total",
 			"Answers the admin service's purges took back from the cache, by kind (request, method, tag) and mode (hard: gone; soft: stale from now).",

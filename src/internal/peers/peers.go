@@ -90,16 +90,13 @@ var reconnect = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.
 // scheme ("dns:///collapser-peers.ns.svc.cluster.local:50053") or a comma
 // list of host:port. It connects lazily.
 func Dial(target string) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	opts := append(connOptions(),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		// The resolver's service config is not looked up (ours is the default
 		// above): grpc-go's DNS resolver would wait for a TXT record first,
 		// seconds where names outside the cluster do not resolve.
 		grpc.WithDisableServiceConfig(),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnect, MinConnectTimeout: 2 * time.Second}),
-	}
+	)
 	if !strings.Contains(target, "://") {
 		addrs, err := parseList(target)
 		if err != nil {
@@ -115,6 +112,17 @@ func Dial(target string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("peers %s: %w", target, err)
 	}
 	return cc, nil
+}
+
+// connOptions are the options of every connection to peers: plain text
+// inside the pod network, keepalive to notice a peer gone silently, and a
+// paced reconnection.
+func connOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnect, MinConnectTimeout: 2 * time.Second}),
+	}
 }
 
 // parseList reads a comma list of host:port, one endpoint each.

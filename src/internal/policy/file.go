@@ -43,6 +43,14 @@ type ruleSpec struct {
 	CacheCodesTTL        scalar    `yaml:"cacheCodesTTL"`
 	MaxWaiters           scalar    `yaml:"maxWaiters"`
 	WaitTimeout          scalar    `yaml:"waitTimeout"`
+	// Invalidates is set on a method's own entry only (checked by parseFile).
+	Invalidates *invalidatesSpec `yaml:"invalidates"`
+}
+
+// invalidatesSpec names what the success of a write takes back.
+type invalidatesSpec struct {
+	Methods      []scalar `yaml:"methods"`
+	ResponseTags scalar   `yaml:"responseTags"`
 }
 
 // scalar is one YAML scalar as written, with its line, so that validation
@@ -85,6 +93,9 @@ func parseFile(name string, data []byte) (*fileSpec, error) {
 	}
 	var errs []error
 	errs = append(errs, f.Default.check("default")...)
+	if f.Default.Invalidates != nil {
+		errs = append(errs, errors.New("default: invalidates: only a method's own entry may name what its success invalidates"))
+	}
 	seen := map[string]string{} // normalised name → the entry that named it
 	for i, m := range f.Methods {
 		where := fmt.Sprintf("methods[%d]", i)
@@ -99,6 +110,13 @@ func parseFile(name string, data []byte) (*fileSpec, error) {
 			seen[norm] = where
 		}
 		errs = append(errs, m.check(where)...)
+		switch {
+		case m.Invalidates == nil:
+		case strings.HasSuffix(norm, "/*"):
+			errs = append(errs, fmt.Errorf("%s: invalidates: only a method's own entry may name what its success invalidates, not a whole service's", at(m.Name, where)))
+		case m.Collapse.value == "true":
+			errs = append(errs, fmt.Errorf("%s: invalidates: a method whose success invalidates answers is a write, which passes through: drop collapse: true", at(m.Collapse, where)))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("policy file %s: %w", name, err)
@@ -223,4 +241,29 @@ func ParseCacheControl(s string) (bool, error) {
 		return true, nil
 	}
 	return false, errors.New("want honor or ignore")
+}
+
+// compile checks an invalidates field of the entry where and returns what
+// it says.
+func (v *invalidatesSpec) compile(where string) (*Invalidation, []error) {
+	inv := &Invalidation{}
+	var errs []error
+	for i, m := range v.Methods {
+		if err := methodkind.ValidateMethod(m.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: invalidates.methods[%d] %q: %w", at(m, where), i, m.value, err))
+			continue
+		}
+		inv.Methods = append(inv.Methods, m.value)
+	}
+	if v.ResponseTags.set {
+		b, err := parseBool(v.ResponseTags.value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: invalidates.responseTags %q: %w", at(v.ResponseTags, where), v.ResponseTags.value, err))
+		}
+		inv.ResponseTags = b
+	}
+	if len(errs) == 0 && len(inv.Methods) == 0 && !inv.ResponseTags {
+		errs = append(errs, fmt.Errorf("%s: invalidates: names nothing: list methods, or set responseTags: true", where))
+	}
+	return inv, errs
 }

@@ -136,6 +136,10 @@ type Rule struct {
 	// how long; nil when none are (the rule names no cacheCodes, or keeps no
 	// result). Shared by all calls: read only.
 	Negative *Negative
+	// Invalidates says what a passed-through call's success takes back
+	// (purge on write); nil when nothing, or when the call is collapsed.
+	// Shared by all calls: read only.
+	Invalidates *Invalidation
 	// Kind is what is known of the method's call kind.
 	Kind methodkind.Kind
 	// Source names the policy entry that decided: "default",
@@ -149,6 +153,15 @@ type Declared struct {
 	// MaxTTL bounds each window declared: TTL, stale-while-revalidate and
 	// stale-if-error.
 	MaxTTL time.Duration
+}
+
+// Invalidation is what the success of a write takes back, on every
+// replica, before its caller is answered: every answer of Methods, and
+// every answer carrying one of the tags of the write's own answer when
+// ResponseTags is set.
+type Invalidation struct {
+	Methods      []string
+	ResponseTags bool
 }
 
 // Negative says which error answers are kept as answers (negative caching):
@@ -199,6 +212,7 @@ type settings struct {
 	codes              codeSet
 	finish             bool
 	stream             StreamMode
+	invalidates        *Invalidation
 	source             string
 }
 
@@ -297,6 +311,10 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		if ignore, err := ParseCacheControl(r.CacheControl.value); valid(r.CacheControl, "cacheControl", err) {
 			s.ignoreCC = ignore
 		}
+	}
+	if r.Invalidates != nil {
+		inv, ierrs := r.Invalidates.compile(where)
+		s.invalidates, errs = inv, append(errs, ierrs...)
 	}
 	return s, errs
 }
@@ -441,6 +459,16 @@ func (p *Policy) lookup(method string) *level {
 // known of it. It does not allocate.
 func (p *Policy) Rule(method string, m methodkind.Method) Rule {
 	l := p.lookup(method)
+	r := l.rule(m)
+	if r.Action == Passthrough {
+		r.Invalidates = l.invalidates
+	}
+	return r
+}
+
+// rule is what l does with calls of a method m, but for what its success
+// invalidates.
+func (l *level) rule(m methodkind.Method) Rule {
 	r := Rule{Kind: m.Kind, Source: l.source}
 	switch m.Kind {
 	case methodkind.Unknown:

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,13 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"negative maxWaiters", "default:\n  maxWaiters: -1\n", `line 2: default: maxWaiters "-1": want a whole number, 0 or more`},
 		{"bad waitTimeout", "methods:\n  - name: /a.B/C\n    waitTimeout: -2s\n", `line 3: methods[0] (/a.B/C): waitTimeout "-2s": must not be negative`},
 		{"bad cacheControl", "methods:\n  - name: /a.B/C\n    cacheControl: obey\n", `line 3: methods[0] (/a.B/C): cacheControl "obey": want honor or ignore`},
+		{"invalidates on the default", "default:\n  invalidates:\n    responseTags: true\n", `default: invalidates: only a method's own entry may name what its success invalidates`},
+		{"invalidates on a service", "methods:\n  - name: a.B/*\n    invalidates:\n      responseTags: true\n", `line 2: methods[0] (a.B/*): invalidates: only a method's own entry may name what its success invalidates, not a whole service's`},
+		{"invalidates on a collapsed method", "methods:\n  - name: /a.B/Set\n    collapse: true\n    invalidates:\n      responseTags: true\n", `line 3: methods[0] (/a.B/Set): invalidates: a method whose success invalidates answers is a write, which passes through: drop collapse: true`},
+		{"invalidates a malformed method", "methods:\n  - name: /a.B/Set\n    invalidates:\n      methods: [a.B.Get]\n", `line 4: methods[0] (/a.B/Set): invalidates.methods[0] "a.B.Get": want "/package.Service/Method"`},
+		{"invalidates with a bad responseTags", "methods:\n  - name: /a.B/Set\n    invalidates:\n      responseTags: yes\n", `line 4: methods[0] (/a.B/Set): invalidates.responseTags "yes": want true or false`},
+		{"invalidates nothing", "methods:\n  - name: /a.B/Set\n    invalidates:\n      methods: []\n", `methods[0] (/a.B/Set): invalidates: names nothing: list methods, or set responseTags: true`},
+		{"unknown field of invalidates", "methods:\n  - name: /a.B/Set\n    invalidates:\n      tags: true\n", "field tags not found"},
 		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
 		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},
 		{"malformed service", "methods:\n  - name: hello-v1/*\n", `methods[0]: name: line 2: "hello-v1/*": service name "hello-v1" is not a dot-separated proto name`},
@@ -267,6 +275,41 @@ methods:
 	ignoring.IgnoreCacheControl = true
 	if got := mustNew(t, ignoring, "").Rule("/a.B/C", noSideEffects).Declared; got != nil {
 		t.Errorf("defaults ignoring cache-control: Declared = %+v, want nil", got)
+	}
+}
+
+func TestPolicy_InvalidatesOnlyWhatPassesThrough(t *testing.T) {
+	file := `
+methods:
+  - name: /a.Users/Update
+    invalidates:
+      methods: [/a.Users/Get, /a.Users/List]
+      responseTags: true
+  - name: /a.Users/Touch
+    invalidates:
+      responseTags: true
+`
+	p := mustNew(t, defaults, file)
+	both := &Invalidation{Methods: []string{"/a.Users/Get", "/a.Users/List"}, ResponseTags: true}
+	tests := []struct {
+		method string
+		m      methodkind.Method
+		want   *Invalidation
+	}{
+		{"/a.Users/Update", methodkind.Method{Kind: methodkind.Unary}, both},
+		{"/a.Users/Update", methodkind.Method{Kind: methodkind.Unknown}, both},
+		{"/a.Users/Update", methodkind.Method{Kind: methodkind.ClientStreaming}, both},
+		{"/a.Users/Touch", methodkind.Method{Kind: methodkind.Unary}, &Invalidation{ResponseTags: true}},
+		// Collapsed (its descriptor says it has no side effects): no call
+		// of it writes, so none invalidates.
+		{"/a.Users/Touch", noSideEffects, nil},
+		{"/a.Users/Get", methodkind.Method{Kind: methodkind.Unary}, nil},
+	}
+	for _, tt := range tests {
+		got := p.Rule(tt.method, tt.m).Invalidates
+		if (got == nil) != (tt.want == nil) || (got != nil && (!slices.Equal(got.Methods, tt.want.Methods) || got.ResponseTags != tt.want.ResponseTags)) {
+			t.Errorf("Rule(%s, %v).Invalidates = %+v, want %+v", tt.method, tt.m, got, tt.want)
+		}
 	}
 }
 

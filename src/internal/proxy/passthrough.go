@@ -30,7 +30,11 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 
 	oneRequest := rule.Kind == methodkind.Unary || rule.Kind == methodkind.ServerStreaming
 	start := time.Now()
-	err := p.forward(ctx, cancel, ss, method, opts, oneRequest)
+	ts := &tagStream{ServerStream: ss, p: p}
+	err := p.forward(ctx, cancel, ts, method, opts, oneRequest)
+	if err == nil && rule.Invalidates != nil {
+		p.invalidateAfter(ss.Context(), method, rule.Invalidates, ts.tags)
+	}
 	code := callerCode(ss.Context(), err)
 	if rule.Kind.Streams() {
 		p.observer.ObserveBackendStream(method, code)

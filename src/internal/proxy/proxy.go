@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -134,6 +135,10 @@ type Options struct {
 	// MaxSendMsgBytes bounds each message sent to callers or the backend
 	// (default DefaultMaxMsgBytes).
 	MaxSendMsgBytes int
+	// Invalidate takes back, on every replica, every answer of methods and
+	// every answer carrying one of tags: what a write's success invalidates
+	// (policy.Invalidation). Nil: writes invalidate nothing.
+	Invalidate func(ctx context.Context, methods, tags []string) error
 	// Observer is told about requests and backend calls; nil records nothing.
 	Observer Observer
 	// Logger receives diagnostics; nil discards them.
@@ -156,6 +161,7 @@ type Proxy struct {
 	logger         *slog.Logger
 	tagsHeader     string // "" for none
 	forwardTags    bool
+	invalidate     func(ctx context.Context, methods, tags []string) error // nil: none
 	codec          *codec
 	// served is the trailer of every answer served for a peer: the owner's
 	// mark, with this proxy's own token, by which a forwarder tells an
@@ -215,6 +221,7 @@ func New(o Options) (*Proxy, error) {
 		observer:       o.Observer,
 		tagsHeader:     tagsHeader,
 		forwardTags:    o.ForwardTagsHeader,
+		invalidate:     o.Invalidate,
 		logger:         o.Logger,
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),

@@ -9,19 +9,45 @@ import (
 )
 
 // The purges the admin service asks for. Each takes back, hard or soft (see
-// collapse.Group.Purge), the answers this proxy keeps for its callers and
-// for the peers it owns keys for, and reports how many it took back. Once
-// one returns, no caller of this proxy is served what it took back. They do
-// not reach other replicas: each keeps copies of its own.
+// collapse.Group.Purge), the answers of its Scope, and reports how many it
+// took back. Once one returns, no caller of this proxy is served what it
+// took back. They do not reach other replicas: each keeps copies of its
+// own.
+
+// Purge says how a purge takes answers back.
+type Purge struct {
+	// Soft makes them stale rather than gone.
+	Soft bool
+	// Scope says which of the proxy's answers it takes back.
+	Scope Scope
+}
+
+// Scope is which of a proxy's answers a purge takes back. With peers, a
+// replica's callers are served through the owners of their keys, so a purge
+// of every replica takes back the owners' answers first (Owned, on every
+// replica), then the copies the replicas keep for their callers (Callers):
+// a caller's call that starts between the two can only fetch a fresh
+// answer from its owner, and one that started before is detached.
+type Scope uint8
+
+// The scopes.
+const (
+	// Everything: the answers kept for the proxy's callers and for its peers.
+	Everything Scope = iota
+	// Owned: the answers the proxy keeps for its peers, as their keys' owner.
+	Owned
+	// Callers: the answers the proxy keeps for its own callers.
+	Callers
+)
 
 // PurgeRequest takes back the answer to one call: method with payload
 // (in the codec of content-subtype sub) and request metadata md, keyed as
 // the proxy keys a caller's call, credentials included.
-func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD, soft bool) int {
+func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD, how Purge) int {
 	key := p.keyRule.Key(method, sub, payload, md)
 	n := 0
-	for _, o := range p.origins() {
-		if p.group.Purge(o.keyPrefix+key, soft) {
+	for _, o := range p.origins(how.Scope) {
+		if p.group.Purge(o.keyPrefix+key, how.Soft) {
 			n++
 		}
 	}
@@ -29,31 +55,51 @@ func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD,
 }
 
 // PurgeMethod takes back every answer of method.
-func (p *Proxy) PurgeMethod(method string, soft bool) int {
+func (p *Proxy) PurgeMethod(method string, how Purge) int {
 	prefix := requestkey.MethodPrefix(method)
 	ofMethod := func(key string) bool {
-		for _, o := range p.origins() {
-			if rest, ok := strings.CutPrefix(key, o.keyPrefix); ok && strings.HasPrefix(rest, prefix) {
+		for _, o := range p.origins(how.Scope) {
+			if o.owns(key) && strings.HasPrefix(key[len(o.keyPrefix):], prefix) {
 				return true
 			}
 		}
 		return false
 	}
-	return p.group.PurgeMatching(func(key string, _ *Response) bool { return ofMethod(key) }, ofMethod, soft)
+	return p.group.PurgeMatching(func(key string, _ *Response) bool { return ofMethod(key) }, ofMethod, how.Soft)
 }
 
 // PurgeTag takes back every answer that carried tag. A call in flight may
-// carry it too, which is not known before it ends: every call in flight is
-// detached.
-func (p *Proxy) PurgeTag(tag string, soft bool) int {
+// carry it too, which is not known before it ends: every call in flight of
+// the scope is detached.
+func (p *Proxy) PurgeTag(tag string, how Purge) int {
+	inScope := func(key string) bool {
+		for _, o := range p.origins(how.Scope) {
+			if o.owns(key) {
+				return true
+			}
+		}
+		return false
+	}
 	return p.group.PurgeMatching(
-		func(_ string, r *Response) bool { return r.tags.has(tag) },
-		func(string) bool { return true },
-		soft)
+		func(key string, r *Response) bool { return r.tags.has(tag) && inScope(key) },
+		inScope,
+		how.Soft)
 }
 
-// origins returns the proxy's origins, whose key prefixes its answers are
-// kept under.
-func (p *Proxy) origins() [2]*origin {
-	return [2]*origin{&p.callers, &p.forwarded}
+// origins returns the proxy's origins of scope, whose key prefixes its
+// answers are kept under.
+func (p *Proxy) origins(scope Scope) []*origin {
+	switch scope {
+	case Owned:
+		return []*origin{&p.forwarded}
+	case Callers:
+		return []*origin{&p.callers}
+	}
+	return []*origin{&p.callers, &p.forwarded}
+}
+
+// owns reports whether key is one of o's: the keys of the calls peers
+// forward start with peerKeyPrefix, and no other key does.
+func (o *origin) owns(key string) bool {
+	return strings.HasPrefix(key, peerKeyPrefix) == (o.keyPrefix == peerKeyPrefix)
 }

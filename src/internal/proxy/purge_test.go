@@ -20,10 +20,10 @@ func TestPurge_TakesAnswersBackByRequestMethodAndTag(t *testing.T) {
 	}{
 		{"request", func(p *proxy.Proxy, authority string) int {
 			payload := []byte("\x0a\x05alice") // HelloRequest{Name: "alice"} as wire bytes
-			return p.PurgeRequest("/hello.v1.Greeter/SayHello", "", payload, metadata.Pairs(":authority", authority), false)
+			return p.PurgeRequest("/hello.v1.Greeter/SayHello", "", payload, metadata.Pairs(":authority", authority), proxy.Purge{})
 		}},
-		{"method", func(p *proxy.Proxy, _ string) int { return p.PurgeMethod("/hello.v1.Greeter/SayHello", false) }},
-		{"tag", func(p *proxy.Proxy, _ string) int { return p.PurgeTag("user:alice", false) }},
+		{"method", func(p *proxy.Proxy, _ string) int { return p.PurgeMethod("/hello.v1.Greeter/SayHello", proxy.Purge{}) }},
+		{"tag", func(p *proxy.Proxy, _ string) int { return p.PurgeTag("user:alice", proxy.Purge{}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

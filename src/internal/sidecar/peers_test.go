@@ -225,7 +225,7 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 			counts := make([]func() int64, len(backends))
 			for i := range backends {
 				backends[i] = hellotest.Serve(t, hello.Options{})
-				counts[i] = streamCount(t, backends[i])
+				counts[i] = methodCount(t, backends[i], streamHellos)
 			}
 			policy := replayPolicy(t, time.Minute)
 			rs := startSidecars(t, backends, tt.peered, func(c *config.Settings) { c.PolicyFile = policy })
@@ -278,7 +278,7 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 	const callers, replies = 20, 10
 	backend := hellotest.Serve(t, hello.Options{})
-	count := streamCount(t, backend)
+	count := methodCount(t, backend, streamHellos)
 	sc := startSidecar(t, backend, func(c *config.Settings) {
 		c.PolicyFile = replayPolicy(t, time.Minute)
 		c.Peers = testkit.ClosedAddr(t) // the only owner there is, gone

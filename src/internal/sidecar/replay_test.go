@@ -34,7 +34,7 @@ func replaySidecar(t *testing.T, ttl time.Duration, conns int, edit func(*config
 	t.Helper()
 	backend := hellotest.Serve(t, hello.Options{})
 	sc, clients := replayingSidecar(t, backend, ttl, conns, edit)
-	return sc, clients, streamCount(t, backend)
+	return sc, clients, methodCount(t, backend, streamHellos)
 }
 
 // gatedReplaySidecar is replaySidecar in front of a backend whose
@@ -104,9 +104,9 @@ func waitStreamLearned(t testing.TB, sc *runningSidecar) {
 	testkit.WaitFor(t, "StreamHellos learned", func() bool { return sc.resolver.Method(streamHellos).Kind.String() == "server_streaming" })
 }
 
-// streamCount returns the hello backend at addr's own count of StreamHellos
-// streams.
-func streamCount(t *testing.T, addr string) func() int64 {
+// methodCount returns the hello backend at addr's own count of the calls
+// of method.
+func methodCount(t *testing.T, addr, method string) func() int64 {
 	t.Helper()
 	stats := hellov1.NewStatsClient(dial(t, addr))
 	return func() int64 {
@@ -114,7 +114,7 @@ func streamCount(t *testing.T, addr string) func() int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.GetByMethod()[streamHellos]
+		return r.GetByMethod()[method]
 	}
 }
 

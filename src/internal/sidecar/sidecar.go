@@ -6,11 +6,14 @@ package sidecar
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +60,7 @@ type Sidecar struct {
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
 	peers    *grpc.ClientConn // nil: no peers
+	replicas *admin.Replicas  // the replicas purges are taken to; nil: none
 	proxy    *proxy.Proxy
 	resolver *methodkind.Resolver
 	policy   *policy.Store
@@ -113,6 +117,32 @@ func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 	return s, nil
 }
 
+// replicas returns the other replicas purges are taken to, with the
+// release's peer token, and the token; nil and "" without peers or without
+// a token, when purges stay on this replica.
+func replicas(cfg config.Settings, logger *slog.Logger) (*admin.Replicas, string, error) {
+	if cfg.Peers == "" {
+		return nil, "", nil
+	}
+	if cfg.PeerTokenFile == "" {
+		logger.Warn("peers without a peer token (COLLAPSER_PEER_TOKEN_FILE): purges stay on this replica, and the peer listener takes none from the others")
+		return nil, "", nil
+	}
+	data, err := os.ReadFile(cfg.PeerTokenFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("peer token: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return nil, "", fmt.Errorf("peer token: %s is empty", cfg.PeerTokenFile)
+	}
+	fanout, err := peers.NewFanout(cfg.Peers)
+	if err != nil {
+		return nil, "", err
+	}
+	return &admin.Replicas{Fanout: fanout, Token: token, Self: rand.Text()}, token, nil
+}
+
 // assemble connects the parts around the backend and peer connections.
 func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
@@ -158,6 +188,13 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 	if peerConn != nil {
 		peerCC = peerConn
 	}
+	others, token, err := replicas(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	// The proxy's purges on write go through the admin service, which
+	// takes them to every replica; it is built on the proxy, after it.
+	var purges *admin.Service
 	p, err = proxy.New(proxy.Options{
 		Backend:           backend,
 		Peers:             peerCC,
@@ -172,8 +209,11 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		MaxSendMsgBytes:   cfg.MaxSendMsgBytes,
 		TagsHeader:        cfg.TagsHeader,
 		ForwardTagsHeader: cfg.ForwardTagsHeader,
-		Observer:          observer,
-		Logger:            logger,
+		Invalidate: func(ctx context.Context, methods, tags []string) error {
+			return purges.Invalidate(ctx, methods, tags)
+		},
+		Observer: observer,
+		Logger:   logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -193,19 +233,26 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		// with UNAVAILABLE; new calls go over a new connection at once.
 		peerLimits.MaxConnectionAge = peerConnectionAge
 		peerServer = grpc.NewServer(append(p.PeerServerOptions(), peerLimits.ServerOptions()...)...)
+		self := ""
+		if others != nil {
+			self = others.Self
+		}
+		admin.NewPeer(p, token, self).Register(peerServer)
 	}
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(server, hs)
 	adminServer := grpc.NewServer(limits.ServerOptions()...)
-	admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote}).Register(adminServer)
+	purges = admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote, Replicas: others})
+	purges.Register(adminServer)
 	reflection.Register(adminServer) // grpcurl and friends find the admin service by themselves
 	return &Sidecar{
 		cfg:      cfg,
 		logger:   logger,
 		backend:  backend,
 		peers:    peerConn,
+		replicas: others,
 		proxy:    p,
 		resolver: resolver,
 		policy:   store,
@@ -302,6 +349,11 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	if s.peers != nil {
 		if cErr := s.peers.Close(); cErr != nil {
 			err = errors.Join(err, fmt.Errorf("close peer connection: %w", cErr))
+		}
+	}
+	if s.replicas != nil {
+		if cErr := s.replicas.Fanout.Close(); cErr != nil {
+			err = errors.Join(err, fmt.Errorf("close connections to replicas: %w", cErr))
 		}
 	}
 	return err

@@ -41,10 +41,12 @@ func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				instant(`sum by (result) (increase(collapser_policy_reloads_total[$__range] anchored))`, "{{result}}"),
 			)),
 		graph(49, "Purges/s and answers purged/s", l.at(12, 8, 12, 6), units.RequestsPerSecond).
-			Description(`Purge requests to the admin service (collapser.admin.v1, on loopback: the pod's backend ` +
-				`calls it after a write) by kind (request, method, tag), mode (hard: gone; soft: stale from now) ` +
-				`and result (ok; invalid: a bad request that changed nothing; refused: not from loopback), and ` +
-				`the answers they took back.`).
+			Description(`Purges asked through the admin service (collapser.admin.v1, on loopback: the pod's ` +
+				`backend calls it after a write) or made by a write's success (policy invalidates), by kind ` +
+				`(request, method, tag), mode (hard: gone; soft: stale from now) and result (ok; invalid: a bad ` +
+				`request that changed nothing; refused: not from loopback; partial: some replica not reached), ` +
+				`and the answers they took back on every replica. With peers a purge is counted once, on the ` +
+				`replica that took it to the others.`).
 			Targets(queries(
 				series(`sum by (kind, mode, result) (rate(collapser_purges_total[$__rate_interval]))`, "purges: {{kind}} {{mode}} {{result}}"),
 				series(`sum by (kind, mode) (rate(collapser_purged_entries_total[$__rate_interval]))`, "answers purged: {{kind}} {{mode}}"),

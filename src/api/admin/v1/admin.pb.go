@@ -272,8 +272,10 @@ func (x *Header) GetValues() []string {
 // PurgeResponse says what the purge reached.
 type PurgeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// entries is how many answers were taken back.
-	Entries       int64 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
+	// entries is how many answers were taken back, on every replica reached.
+	Entries int64 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
+	// replicas is how many sidecars took the purge, this one included.
+	Replicas      int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +317,13 @@ func (x *PurgeResponse) GetEntries() int64 {
 	return 0
 }
 
+func (x *PurgeResponse) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
 var File_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_admin_v1_admin_proto_rawDesc = "" +
@@ -334,9 +343,10 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fcontent_subtype\x18\x04 \x01(\tR\x0econtentSubtype\"4\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values\")\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"E\n" +
 	"\rPurgeResponse\x12\x18\n" +
-	"\aentries\x18\x01 \x01(\x03R\aentries2Z\n" +
+	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas2Z\n" +
 	"\x05Cache\x12Q\n" +
 	"\x05Purge\x12 .collapser.admin.v1.PurgeRequest\x1a!.collapser.admin.v1.PurgeResponse\"\x03\x90\x02\x02B9Z7github.com/collapser/collapser/src/api/admin/v1;adminv1b\x06proto3"
 

@@ -36,8 +36,12 @@ type CacheClient interface {
 	// them; a soft one makes them stale from now, served within their
 	// stale-while-revalidate window while one call refreshes each. A call in
 	// flight for a purged answer is detached: no caller after the purge gets
-	// its answer. Once Purge returns, no caller of this sidecar is served an
-	// answer it took back (stale within its window, when soft).
+	// its answer. With peers, the sidecar takes the purge to every other
+	// replica too, each of which may keep copies of its own. Once Purge
+	// returns OK, no caller of any replica it reached is served an answer it
+	// took back (stale within its window, when soft); when a replica could
+	// not be reached, Purge returns UNAVAILABLE saying how many were, and may
+	// be called again.
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
 }
 
@@ -69,8 +73,12 @@ type CacheServer interface {
 	// them; a soft one makes them stale from now, served within their
 	// stale-while-revalidate window while one call refreshes each. A call in
 	// flight for a purged answer is detached: no caller after the purge gets
-	// its answer. Once Purge returns, no caller of this sidecar is served an
-	// answer it took back (stale within its window, when soft).
+	// its answer. With peers, the sidecar takes the purge to every other
+	// replica too, each of which may keep copies of its own. Once Purge
+	// returns OK, no caller of any replica it reached is served an answer it
+	// took back (stale within its window, when soft); when a replica could
+	// not be reached, Purge returns UNAVAILABLE saying how many were, and may
+	// be called again.
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
 	mustEmbedUnimplementedCacheServer()
 }

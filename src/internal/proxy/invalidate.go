@@ -1,0 +1,61 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/policy"
+)
+
+// InvalidateTimeout bounds the purge on write of one call: taking back, on
+// every replica, what its success invalidates.
+const InvalidateTimeout = 5 * time.Second
+
+// invalidateAfter takes back what the success of a passed-through call of
+// method invalidates, tags being its answer's, before the call's status
+// goes to its caller: a caller whose write returned OK reads no answer it
+// outdated, through any replica the purge reached. A purge that fails is
+// logged and counted (purges by result), and the caller still gets the
+// backend's OK: the write happened, and an error would invite a retry of
+// it.
+func (p *Proxy) invalidateAfter(ctx context.Context, method string, inv *policy.Invalidation, tags tagged) {
+	if p.invalidate == nil {
+		return
+	}
+	var byTag []string
+	if inv.ResponseTags {
+		byTag = tags.tags
+		if tags.overflow {
+			// Tags beyond the bound were not read; every answer of the
+			// methods named still goes.
+			p.logger.Warn("purge on write: the answer's tags exceed the bound; purging the tags read", "method", method, "max_tags", MaxTags, "max_tag_bytes", MaxTagBytes)
+		}
+	}
+	if len(inv.Methods) == 0 && len(byTag) == 0 {
+		return
+	}
+	// The caller's end must not cut the purge short: the write is done.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), InvalidateTimeout)
+	defer cancel()
+	if err := p.invalidate(ctx, inv.Methods, byTag); err != nil {
+		p.logger.Warn("purge on write failed", "method", method, "methods", inv.Methods, "tags", byTag, "err", err)
+	}
+}
+
+// tagStream is a passed-through call's stream to its caller: it reads the
+// tags of the backend's answer from its header on the way, and takes the
+// tags header out unless the proxy forwards it, as for collapsed calls.
+type tagStream struct {
+	grpc.ServerStream
+	p    *Proxy
+	tags tagged
+}
+
+// SendHeader implements grpc.ServerStream.
+func (s *tagStream) SendHeader(md metadata.MD) error {
+	s.tags = s.p.takeTags(md)
+	return s.ServerStream.SendHeader(md)
+}
