@@ -37,6 +37,7 @@ func TestRender_PeersFollowTheNumberOfPods(t *testing.T) {
 			if listen := env["COLLAPSER_PEER_LISTEN"]; tt.peers && listen != ":50053" {
 				t.Errorf("COLLAPSER_PEER_LISTEN = %q, want :50053", listen)
 			}
+			checkPeerToken(t, r, spec, tt.peers)
 			if containerPorts := containerPortNames(spec); containerPorts["peer"] != tt.peers {
 				t.Errorf("container ports %v, want a peer port: %v", slices.Sorted(maps.Keys(containerPorts)), tt.peers)
 			}
@@ -56,6 +57,43 @@ func TestRender_PeersFollowTheNumberOfPods(t *testing.T) {
 				t.Errorf("Deployment replicas %v, want none with autoscaling", replicas)
 			}
 		})
+	}
+}
+
+// checkPeerToken checks that, with peers, the release's peer token is a
+// Secret of a random token mounted read-only into the sidecar, which reads
+// it from COLLAPSER_PEER_TOKEN_FILE; and that without peers there is none.
+func checkPeerToken(t *testing.T, r *rendered, spec corev1.PodSpec, peers bool) {
+	t.Helper()
+	const name = fullname + "-peer-token"
+	secret := r.secrets[name]
+	if (secret != nil) != peers {
+		t.Fatalf("Secret %s rendered %v, want %v", name, secret != nil, peers)
+	}
+	c := container(t, spec, "collapser")
+	file, ok := envMap(c)["COLLAPSER_PEER_TOKEN_FILE"]
+	if ok != peers {
+		t.Errorf("COLLAPSER_PEER_TOKEN_FILE set %v, want %v", ok, peers)
+	}
+	if !peers {
+		return
+	}
+	if token := secret.Data["token"]; len(token) < 32 {
+		t.Errorf("peer token %q: want a random token of at least 32 characters", token)
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if m.Name == "peer-token" {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly || file != mount.MountPath+"/token" {
+		t.Errorf("sidecar mounts %+v and reads %s, want the token read-only at the file it reads", mount, file)
+	}
+	for _, v := range spec.Volumes {
+		if v.Name == "peer-token" && (v.Secret == nil || v.Secret.SecretName != name) {
+			t.Errorf("volume peer-token = %+v, want the Secret %s", v, name)
+		}
 	}
 }
 

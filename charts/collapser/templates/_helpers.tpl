@@ -102,6 +102,21 @@ updates reach the file; a subPath mount would never see them).
 {{- end }}
 
 {{/*
+Where the sidecar reads the release's peer token (the Secret collapser.peerTokenSecret).
+*/}}
+{{- define "collapser.peerTokenDir" -}}
+/etc/collapser/peer-token
+{{- end }}
+
+{{/*
+The Secret holding the release's peer token, which the peer port asks of every purge
+one replica takes to another.
+*/}}
+{{- define "collapser.peerTokenSecret" -}}
+{{ include "collapser.fullname" . }}-peer-token
+{{- end }}
+
+{{/*
 The Prometheus datasource URL Grafana uses.
 */}}
 {{- define "collapser.prometheusUrl" -}}

@@ -45,6 +45,8 @@ env:
     value: {{ printf "dns:///%s.%s.svc.%s:%d" (include "collapser.podsService" .) .Release.Namespace .Values.clusterDomain (int .Values.peers.port) | quote }}
   - name: COLLAPSER_PEER_LISTEN
     value: {{ printf ":%d" (int .Values.peers.port) | quote }}
+  - name: COLLAPSER_PEER_TOKEN_FILE
+    value: {{ printf "%s/token" (include "collapser.peerTokenDir" .) | quote }}
   {{- end }}
   {{- if .Values.collapser.policy }}
   - name: COLLAPSER_POLICY_FILE
@@ -71,11 +73,17 @@ resources:
   {{- toYaml .Values.collapser.resources | nindent 2 }}
 securityContext:
   {{- toYaml .Values.securityContext | nindent 2 }}
-{{- if or .Values.collapser.policy .Values.collapser.extraVolumeMounts }}
+{{- $peers := eq (include "collapser.peersEnabled" .) "true" }}
+{{- if or .Values.collapser.policy .Values.collapser.extraVolumeMounts $peers }}
 volumeMounts:
   {{- if .Values.collapser.policy }}
   - name: policy
     mountPath: {{ include "collapser.policyDir" . }}
+    readOnly: true
+  {{- end }}
+  {{- if $peers }}
+  - name: peer-token
+    mountPath: {{ include "collapser.peerTokenDir" . }}
     readOnly: true
   {{- end }}
   {{- with .Values.collapser.extraVolumeMounts }}
