@@ -3,7 +3,8 @@
 // it (annotation collapser.io/inject: "true", or its namespace labelled
 // collapser.io/inject=enabled). The sidecar is the container the chart
 // renders into the injector's template; the injector fills in each pod's
-// settings from its annotations. It makes and renews its own certificate
+// settings from its annotations. It makes and renews its own certificate,
+// or serves the one cert-manager keeps in a mounted Secret (--cert-dir),
 // and serves Prometheus metrics. Run it with -h for its flags and
 // environment variables.
 package main

@@ -15,11 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/collapser/collapser/src/internal/inject"
-	"github.com/collapser/collapser/src/internal/inject/certs"
 	"github.com/collapser/collapser/src/internal/inject/webhook"
 )
 
@@ -47,12 +45,7 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Template, err)
 	}
-	rotator, err := certs.New(c, certs.Options{
-		Secret:   types.NamespacedName{Namespace: s.Namespace, Name: s.Secret},
-		Webhook:  s.WebhookConfig,
-		DNSNames: s.dnsNames(),
-		Validity: s.CertValidity,
-	}, logger)
+	certificate, err := newCertSource(s, c, logger)
 	if err != nil {
 		return err
 	}
@@ -68,13 +61,13 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 	webhookServer := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,
-		TLSConfig:         &tls.Config{GetCertificate: rotator.GetCertificate, MinVersion: tls.VersionTLS12},
+		TLSConfig:         &tls.Config{GetCertificate: certificate.GetCertificate, MinVersion: tls.VersionTLS12},
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	ops := http.NewServeMux()
 	ops.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	ops.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := rotator.Ready(); err != nil {
+		if err := certificate.Ready(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -85,19 +78,19 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	rotating, stopRotating := context.WithCancel(ctx)
-	defer stopRotating()
-	wg.Go(func() { rotator.Run(rotating, s.CertCheck) })
+	certifying, stopCertifying := context.WithCancel(ctx)
+	defer stopCertifying()
+	wg.Go(func() { certificate.Run(certifying, s.CertCheck) })
 	wg.Go(func() { errs <- ignoreClosed(webhookServer.ServeTLS(lis.webhook, "", "")) })
 	wg.Go(func() { errs <- ignoreClosed(opsServer.Serve(lis.ops)) })
-	logger.Info("collapser-injector serving", "webhook", lis.webhook.Addr().String(), "ops", lis.ops.Addr().String(), "native_sidecar", mode == inject.Native)
+	logger.Info("collapser-injector serving", "webhook", lis.webhook.Addr().String(), "ops", lis.ops.Addr().String(), "native_sidecar", mode == inject.Native, "cert_dir", s.CertDir)
 
 	var served error
 	select {
 	case <-ctx.Done():
 	case served = <-errs: // a server failed: stop the other
 	}
-	stopRotating()
+	stopCertifying()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
 	defer cancel()
 	err = errors.Join(served, webhookServer.Shutdown(shutdownCtx), opsServer.Shutdown(shutdownCtx))

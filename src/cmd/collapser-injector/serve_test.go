@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,17 +14,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/collapser/collapser/src/internal/inject"
+	"github.com/collapser/collapser/src/internal/inject/certs"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -32,50 +38,153 @@ import (
 // configuration trusts, injects a pod over that TLS, counts it, and stops
 // when its context ends.
 func TestServe_InjectsOverTLSOnceReady(t *testing.T) {
-	data, err := os.ReadFile("../../internal/inject/testdata/template.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := parseSettings([]string{"--template=" + filepath.Join(t.TempDir(), "sidecar.yaml")}, testkit.Env(map[string]string{"COLLAPSER_INJECTOR_NAMESPACE": "collapser"}), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(s.Template, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	s := injectorSettings(t)
 	c := fake.NewClientBuilder().WithObjects(
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "collapser", Name: s.Secret}},
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.WebhookConfig}, Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "inject.collapser.io"}}},
 	).Build()
-	lis := listeners{webhook: listen(t), ops: listen(t)}
-	ctx, cancel := context.WithCancel(testkit.Context(t))
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, s, c, inject.Native, lis, slog.New(slog.DiscardHandler)) }()
-
-	ops := "http://" + lis.ops.Addr().String()
-	testkit.WaitFor(t, "/readyz 200", func() bool { return get(t, ops+"/readyz") == http.StatusOK })
+	inj := startServe(t, s, c)
+	testkit.WaitFor(t, "/readyz 200", func() bool { return get(t, inj.ops+"/readyz") == http.StatusOK })
 
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := c.Get(ctx, client.ObjectKey{Name: s.WebhookConfig}, &cfg); err != nil {
+	if err := c.Get(testkit.Context(t), client.ObjectKey{Name: s.WebhookConfig}, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(cfg.Webhooks[0].ClientConfig.CABundle) {
 		t.Fatal("the webhook configuration has no caBundle")
 	}
-	resp := admit(t, ctx, "https://"+lis.webhook.Addr().String()+WebhookPath, s.dnsNames()[0], roots)
+	resp := admit(t, testkit.Context(t), inj.webhook, s.dnsNames()[0], roots)
 	if !resp.Allowed || len(resp.Patch) == 0 {
 		t.Errorf("admission allowed %v, patch %s; want the sidecar", resp.Allowed, resp.Patch)
 	}
-	metrics := body(t, ops+"/metrics")
+	metrics := body(t, inj.ops+"/metrics")
 	if !strings.Contains(metrics, `collapser_injector_admissions_total{result="injected"} 1`) {
 		t.Errorf("/metrics does not count the injection:\n%s", metrics)
 	}
-
-	cancel()
-	if err := testkit.Recv(t, "serve's return", done); err != nil {
+	if err := inj.stop(); err != nil {
 		t.Errorf("serve = %v, want nil after its context ended", err)
 	}
+}
+
+// TestServe_CertDirServesTheMountedCertificateAndWritesNothing: with
+// --cert-dir the injector is unready until the issuer's files are there,
+// then serves them within a check interval, and never writes to the API
+// server (cert-manager keeps the Secret and the caBundle).
+func TestServe_CertDirServesTheMountedCertificateAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := injectorSettings(t, "--cert-dir="+dir, "--cert-check-interval=10ms")
+	var writes atomic.Int32
+	refuse := func(obj client.Object) error {
+		writes.Add(1)
+		return fmt.Errorf("the injector wrote %T %s", obj, obj.GetName())
+	}
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			return refuse(obj)
+		},
+		Update: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.UpdateOption) error {
+			return refuse(obj)
+		},
+		Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+			return refuse(obj)
+		},
+	}).Build()
+	inj := startServe(t, s, c)
+	if code := get(t, inj.ops+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without certificate files = %d, want 503", code)
+	}
+
+	ca := writeCertificate(t, dir, s)
+	testkit.WaitFor(t, "/readyz 200", func() bool { return get(t, inj.ops+"/readyz") == http.StatusOK })
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	resp := admit(t, testkit.Context(t), inj.webhook, s.dnsNames()[0], roots)
+	if !resp.Allowed || len(resp.Patch) == 0 {
+		t.Errorf("admission allowed %v, patch %s; want the sidecar", resp.Allowed, resp.Patch)
+	}
+	if err := inj.stop(); err != nil {
+		t.Errorf("serve = %v, want nil after its context ended", err)
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("the injector wrote %d objects with --cert-dir, want none", n)
+	}
+}
+
+// injectorSettings are the injector's settings for args in namespace
+// collapser, its template the one of the chart's defaults.
+func injectorSettings(t *testing.T, args ...string) settings {
+	t.Helper()
+	data, err := os.ReadFile("../../internal/inject/testdata/template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := filepath.Join(t.TempDir(), "sidecar.yaml")
+	if err := os.WriteFile(template, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseSettings(append([]string{"--template=" + template}, args...), testkit.Env(map[string]string{"COLLAPSER_INJECTOR_NAMESPACE": "collapser"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// injector is a running serve: the URLs of its ops server and webhook.
+type injector struct {
+	ops, webhook string
+	stop         func() error // ends serve's context and returns what serve returned
+}
+
+// startServe runs serve with s against the API server c until the test
+// ends or stop is called.
+func startServe(t *testing.T, s settings, c client.Client) injector {
+	t.Helper()
+	lis := listeners{webhook: listen(t), ops: listen(t)}
+	ctx, cancel := context.WithCancel(testkit.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, s, c, inject.Native, lis, slog.New(slog.DiscardHandler)) }()
+	var served error
+	stopped := false
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			served = testkit.Recv(t, "serve's return", done)
+		}
+		return served
+	}
+	t.Cleanup(func() { _ = stop() })
+	return injector{ops: "http://" + lis.ops.Addr().String(), webhook: "https://" + lis.webhook.Addr().String() + WebhookPath, stop: stop}
+}
+
+// writeCertificate writes a serving certificate for the injector's names
+// into dir, as cert-manager's mounted Secret holds it, and returns its CA.
+// The injector's own rotator issues it, into a scratch API server.
+func writeCertificate(t *testing.T, dir string, s settings) []byte {
+	t.Helper()
+	scratch := fake.NewClientBuilder().WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Secret}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.WebhookConfig}},
+	).Build()
+	rotator, err := certs.New(scratch, certs.Options{Secret: types.NamespacedName{Namespace: s.Namespace, Name: s.Secret}, Webhook: s.WebhookConfig, DNSNames: s.dnsNames(), Validity: time.Hour},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rotator.Sync(testkit.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	var secret corev1.Secret
+	if err := scratch.Get(testkit.Context(t), types.NamespacedName{Namespace: s.Namespace, Name: s.Secret}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{certs.KeyCert, certs.KeyKey} {
+		if err := os.WriteFile(filepath.Join(dir, key), secret.Data[key], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return secret.Data[certs.KeyCA]
 }
 
 func listen(t *testing.T) net.Listener {

@@ -31,11 +31,12 @@ type settings struct {
 	Template        string        // path of the sidecar template the chart renders
 	SidecarMode     string        // auto, native or container
 	Namespace       string        // the injector's namespace: its Secret's and Service's
-	Secret          string        // Secret holding the certificates
+	CertDir         string        // files of a certificate another issuer keeps; "": the injector's own CA
+	Secret          string        // Secret holding the injector's own CA and certificate
 	Service         string        // Service the API server calls
-	WebhookConfig   string        // MutatingWebhookConfiguration whose caBundle is set
-	CertValidity    time.Duration // of each CA and serving certificate
-	CertCheck       time.Duration // how often the certificate is checked
+	WebhookConfig   string        // MutatingWebhookConfiguration whose caBundle the injector sets
+	CertValidity    time.Duration // of each CA and serving certificate of its own
+	CertCheck       time.Duration // how often the certificate is renewed or read again
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
 	LogFormat       string // "json" or "text"
@@ -65,11 +66,12 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (se
 	fs.StringVar(&s.Template, "template", s.Template, "`path` of the sidecar template the chart renders (its ConfigMap), read at start")
 	fs.StringVar(&s.SidecarMode, "sidecar-mode", s.SidecarMode, "how the sidecar is added: native (an init container that keeps running, Kubernetes 1.29+), container (an ordinary container), or auto (native if the API server is 1.29 or later)")
 	fs.StringVar(&s.Namespace, "namespace", "", "the injector's `namespace`, where its Secret and Service are (the chart passes the pod's)")
-	fs.StringVar(&s.Secret, "secret", s.Secret, "`name` of the Secret holding the CA and serving certificate")
+	fs.StringVar(&s.CertDir, "cert-dir", s.CertDir, "`directory` of the tls.crt and tls.key another issuer keeps (cert-manager's Secret, mounted), served and read again every --cert-check-interval; the injector writes no Secret and no caBundle then. Empty: the injector makes, renews and trusts its own CA (--secret, --webhook-config, --cert-validity)")
+	fs.StringVar(&s.Secret, "secret", s.Secret, "`name` of the Secret holding the injector's own CA and serving certificate")
 	fs.StringVar(&s.Service, "service", s.Service, "`name` of the Service the API server calls: the certificate's DNS names")
-	fs.StringVar(&s.WebhookConfig, "webhook-config", s.WebhookConfig, "`name` of the MutatingWebhookConfiguration whose caBundle the injector sets")
-	fs.DurationVar(&s.CertValidity, "cert-validity", s.CertValidity, "validity of each CA and serving certificate; renewed when two thirds have passed")
-	fs.DurationVar(&s.CertCheck, "cert-check-interval", s.CertCheck, "how often the certificate is checked for renewal, and another replica's renewal picked up")
+	fs.StringVar(&s.WebhookConfig, "webhook-config", s.WebhookConfig, "`name` of the MutatingWebhookConfiguration whose caBundle the injector sets to its own CA")
+	fs.DurationVar(&s.CertValidity, "cert-validity", s.CertValidity, "validity of each CA and serving certificate of the injector's own; renewed when two thirds have passed")
+	fs.DurationVar(&s.CertCheck, "cert-check-interval", s.CertCheck, "how often the certificate is checked for renewal and another replica's renewal picked up, or, with --cert-dir, its files read again")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "how long admissions in flight may take to finish after SIGTERM")
 	command.LogFlags(fs, &s.LogLevel, &s.LogFormat)
 	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
@@ -95,11 +97,18 @@ func (s settings) validate() error {
 	}
 	check(s.SidecarMode == modeAuto || s.SidecarMode == modeNative || s.SidecarMode == modeContainer, "sidecar-mode", "must be auto, native or container, got %q", s.SidecarMode)
 	check(s.Namespace != "", "namespace", "must be set")
-	for _, n := range []struct{ flag, value string }{{"template", s.Template}, {"secret", s.Secret}, {"service", s.Service}, {"webhook-config", s.WebhookConfig}} {
+	for _, n := range []struct{ flag, value string }{{"template", s.Template}, {"service", s.Service}} {
 		check(n.value != "", n.flag, "must be set")
 	}
-	check(s.CertValidity > 0, "cert-validity", "must be positive, got %v", s.CertValidity)
-	check(s.CertCheck > 0 && s.CertCheck < s.CertValidity/3, "cert-check-interval", "must be positive and under a third of --cert-validity (%v), so the renewal happens before expiry, got %v", s.CertValidity, s.CertCheck)
+	if s.CertDir != "" {
+		check(s.CertCheck > 0, "cert-check-interval", "must be positive, got %v", s.CertCheck)
+	} else {
+		for _, n := range []struct{ flag, value string }{{"secret", s.Secret}, {"webhook-config", s.WebhookConfig}} {
+			check(n.value != "", n.flag, "must be set without --cert-dir")
+		}
+		check(s.CertValidity > 0, "cert-validity", "must be positive, got %v", s.CertValidity)
+		check(s.CertCheck > 0 && s.CertCheck < s.CertValidity/3, "cert-check-interval", "must be positive and under a third of --cert-validity (%v), so the renewal happens before expiry, got %v", s.CertValidity, s.CertCheck)
+	}
 	check(s.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", s.ShutdownTimeout)
 	return errors.Join(errs...)
 }

@@ -1,24 +1,3 @@
-// Package certs gives the injector its TLS certificate without
-// cert-manager (the Vault agent injector's -tls-auto): it makes a CA and a
-// serving certificate, keeps them in a Secret that every replica shares,
-// makes its own MutatingWebhookConfiguration trust the CA, serves the
-// certificate from memory, and renews both when two thirds of their
-// validity have passed.
-//
-// A renewal makes a new CA; the bundle the webhook configuration trusts
-// keeps the previous CA until it expires, so a replica that still serves
-// the previous certificate (until its next Sync) is trusted all along. A
-// replica serves a certificate only once the webhook configuration trusts
-// its CA.
-//
-// github.com/open-policy-agent/cert-controller does most of this too, but
-// it serves the certificate from the Secret's volume, so the kubelet's
-// sync delay stands between a CA rotation (after which only the new CA is
-// trusted) and the server's new certificate: admissions fail meanwhile,
-// and with failurePolicy Ignore pods start without the sidecar. It also
-// needs a manager with informers, so it cannot be tested without an API
-// server. This package needs get and update on one Secret and one
-// MutatingWebhookConfiguration, nothing else.
 package certs
 
 import (
@@ -26,10 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -68,10 +45,10 @@ type Options struct {
 // Rotator keeps the serving certificate: Sync, or Run, renews it and makes
 // it trusted; GetCertificate serves it.
 type Rotator struct {
-	opts    Options
-	client  client.Client
-	logger  *slog.Logger
-	serving atomic.Pointer[tls.Certificate] // nil until the first Sync
+	serving
+	opts   Options
+	client client.Client
+	logger *slog.Logger
 }
 
 // New returns a Rotator that reads and writes the Secret and the webhook
@@ -83,24 +60,13 @@ func New(c client.Client, opts Options, logger *slog.Logger) (*Rotator, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Rotator{opts: opts, client: c, logger: logger}, nil
+	return &Rotator{serving: serving{now: opts.Now}, opts: opts, client: c, logger: logger}, nil
 }
 
 // Run syncs at once and then every interval until ctx ends; a failed Sync
 // is logged and tried again at the next.
 func (r *Rotator) Run(ctx context.Context, interval time.Duration) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		if err := r.Sync(ctx); err != nil && ctx.Err() == nil {
-			r.logger.Error("certificate sync failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	every(ctx, interval, r.logger, "certificate sync", r.Sync)
 }
 
 // Sync renews the Secret's certificate if it is missing, invalid or due,
@@ -131,7 +97,7 @@ func (r *Rotator) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load certificate of secret %s: %w", r.opts.Secret, err)
 	}
-	r.serving.Store(&pair)
+	r.cert.Store(&pair)
 	return nil
 }
 
@@ -206,25 +172,4 @@ func (r *Rotator) trust(ctx context.Context, bundle []byte) error {
 		}
 		return nil
 	})
-}
-
-// GetCertificate returns the certificate served, for tls.Config.
-func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if c := r.serving.Load(); c != nil {
-		return c, nil
-	}
-	return nil, errors.New("no webhook certificate yet")
-}
-
-// Ready returns nil when a certificate is served and valid now: the
-// injector's readiness.
-func (r *Rotator) Ready() error {
-	c := r.serving.Load()
-	if c == nil {
-		return errors.New("no webhook certificate yet")
-	}
-	if now := r.opts.Now(); now.After(c.Leaf.NotAfter) || now.Before(c.Leaf.NotBefore) {
-		return fmt.Errorf("webhook certificate valid from %s to %s, not now", c.Leaf.NotBefore, c.Leaf.NotAfter)
-	}
-	return nil
 }

@@ -62,7 +62,7 @@ func newRotator(t *testing.T, c client.Client, clk *clock) *Rotator {
 	return r
 }
 
-func sync(t *testing.T, r *Rotator) {
+func mustSync(t *testing.T, r *Rotator) {
 	t.Helper()
 	if err := r.Sync(testkit.Context(t)); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestSync_IssuesIntoTheEmptySecret(t *testing.T) {
 	if err := r.Ready(); err == nil {
 		t.Error("Ready before the first Sync = nil, want an error")
 	}
-	sync(t, r)
+	mustSync(t, r)
 	secret, bundles := state(t, c)
 	for _, k := range []string{KeyCA, KeyCAKey, KeyCert, KeyKey} {
 		if len(secret.Data[k]) == 0 {
@@ -143,18 +143,18 @@ func TestSync_RenewsAtTwoThirds(t *testing.T) {
 	clk := &clock{t0}
 	c := cluster(interceptor.Funcs{})
 	r := newRotator(t, c, clk)
-	sync(t, r)
+	mustSync(t, r)
 	first := served(t, r)
 	firstSecret, _ := state(t, c)
 
 	clk.now = t0.Add(testValidity*2/3 - time.Second)
-	sync(t, r)
+	mustSync(t, r)
 	if secret, _ := state(t, c); secret.ResourceVersion != firstSecret.ResourceVersion || !served(t, r).Equal(first) {
 		t.Fatal("renewed before two thirds of the validity")
 	}
 
 	clk.now = t0.Add(testValidity * 2 / 3)
-	sync(t, r)
+	mustSync(t, r)
 	second := served(t, r)
 	secret, bundles := state(t, c)
 	if second.Equal(first) {
@@ -169,7 +169,7 @@ func TestSync_RenewsAtTwoThirds(t *testing.T) {
 
 	// The next renewal drops the first CA, expired by then.
 	clk.now = t0.Add(testValidity * 4 / 3)
-	sync(t, r)
+	mustSync(t, r)
 	secret, bundles = state(t, c)
 	if n := len(parseCerts(secret.Data[KeyCA])); n != 2 || trusted(first, bundles[0], t0) {
 		t.Errorf("%s holds %d CAs, trusts the first certificate: %v; want 2 without the first", KeyCA, n, trusted(first, bundles[0], t0))
@@ -182,14 +182,14 @@ func TestSync_ServesAnotherReplicasRenewal(t *testing.T) {
 	clk := &clock{t0}
 	c := cluster(interceptor.Funcs{})
 	a, b := newRotator(t, c, clk), newRotator(t, c, clk)
-	sync(t, a)
-	sync(t, b)
+	mustSync(t, a)
+	mustSync(t, b)
 	if !served(t, a).Equal(served(t, b)) {
 		t.Fatal("two replicas serve different certificates")
 	}
 	clk.now = t0.Add(testValidity)
-	sync(t, a)
-	sync(t, b)
+	mustSync(t, a)
+	mustSync(t, b)
 	if !served(t, a).Equal(served(t, b)) {
 		t.Error("after a renewal, the replicas serve different certificates")
 	}
@@ -215,7 +215,7 @@ func TestSync_ConflictReadsTheWinner(t *testing.T) {
 		return cl.Update(ctx, obj, opts...)
 	}})
 	loser := newRotator(t, c, clk)
-	sync(t, loser)
+	mustSync(t, loser)
 	if conflicts != 1 || !served(t, loser).Equal(served(t, winner)) {
 		t.Errorf("after %d conflicts the loser serves its own certificate, want the winner's", conflicts)
 	}
@@ -235,7 +235,7 @@ func TestSync_WebhookConflictIsTriedAgainAtOnce(t *testing.T) {
 		return cl.Update(ctx, obj, opts...)
 	}})
 	r := newRotator(t, c, &clock{t0})
-	sync(t, r)
+	mustSync(t, r)
 	if conflicts != 1 || r.Ready() != nil {
 		t.Errorf("after %d conflicts: Ready() = %v, want nil: the write is tried again within the same sync", conflicts, r.Ready())
 	}
@@ -257,7 +257,7 @@ func TestSync_Errors(t *testing.T) {
 func TestReady_Expired(t *testing.T) {
 	clk := &clock{t0}
 	r := newRotator(t, cluster(interceptor.Funcs{}), clk)
-	sync(t, r)
+	mustSync(t, r)
 	clk.now = t0.Add(testValidity + time.Second)
 	if err := r.Ready(); err == nil {
 		t.Error("Ready with an expired certificate = nil, want an error")
@@ -269,17 +269,26 @@ func TestReady_Expired(t *testing.T) {
 func TestGetCertificate_ServesTLS(t *testing.T) {
 	c := cluster(interceptor.Funcs{})
 	r := newRotator(t, c, &clock{time.Now()})
-	sync(t, r)
+	mustSync(t, r)
 	_, bundles := state(t, c)
+	if err := handshake(t, r.GetCertificate, bundles[0]); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+}
+
+// handshake serves TLS with getCertificate and returns the error of a
+// client's handshake for testDNSName that trusts the CAs of bundle.
+func handshake(t *testing.T, getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error), bundle []byte) error {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	srv.TLS = &tls.Config{GetCertificate: r.GetCertificate, MinVersion: tls.VersionTLS12}
+	srv.TLS = &tls.Config{GetCertificate: getCertificate, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	defer srv.Close()
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(bundles[0])
+	roots.AppendCertsFromPEM(bundle)
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: testkit.DefaultTimeout}, "tcp", srv.Listener.Addr().String(), &tls.Config{RootCAs: roots, ServerName: testDNSName, MinVersion: tls.VersionTLS12})
 	if err != nil {
-		t.Fatalf("handshake: %v", err)
+		return err
 	}
-	conn.Close()
+	return conn.Close()
 }
