@@ -29,9 +29,11 @@ export CT_VERSION := v3.14.0
 export KUBECONFORM_VERSION := v0.8.0
 export HELM_DOCS_VERSION := v1.14.2
 # The Kubernetes version whose API the chart is validated against (kubeconform),
-# and the prometheus-operator release whose ServiceMonitor CRD is used.
+# the prometheus-operator release whose ServiceMonitor CRD is used, and the
+# cert-manager release whose Certificate and Issuer CRDs are used.
 export KUBE_SCHEMA_VERSION := v1.34.4
 export PROMETHEUS_OPERATOR_VERSION := v0.85.0
+export CERT_MANAGER_VERSION := v1.21.2
 # The Prometheus module built into the chart's Prometheus image where none can be pulled.
 export PROMETHEUS_MODULE_VERSION := v0.316.0
 # The gRPC load tester of make bench-peers.

@@ -3,8 +3,9 @@
 #   - helm lint --strict with the defaults and each ci/ values file;
 #   - helm template of the defaults, each ci/ file and test/chart/testdata's
 #     all-features file, each rendering checked by kubeconform -strict against
-#     Kubernetes KUBE_SCHEMA_VERSION and the ServiceMonitor CRD (schemas made
-#     offline by scripts/kube-schemas.sh; a kind without a schema is an error);
+#     Kubernetes KUBE_SCHEMA_VERSION, the ServiceMonitor CRD and cert-manager's
+#     Certificate and Issuer CRDs (schemas made offline by
+#     scripts/kube-schemas.sh; a kind without a schema is an error);
 # then chart-testing's ct lint (yamllint from apt) and the README's values
 # table (scripts/chart-docs.sh verify).
 set -o errexit -o nounset -o pipefail
@@ -35,7 +36,7 @@ for helm in helm helm4; do
   for f in "${render_files[@]}"; do
     echo "==> ${helm} template ${chart}${f:+ -f ${f}} | kubeconform -strict"
     summary="$("${helm}" template demo "${chart}" --namespace lab ${f:+-f "${f}"} \
-      --api-versions monitoring.coreos.com/v1/ServiceMonitor | kubeconform "${kubeconform_args[@]}" -)"
+      --api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions cert-manager.io/v1/Certificate | kubeconform "${kubeconform_args[@]}" -)"
     echo "${summary}"
     # "Summary: N resources found parsing stdin - Valid: N, Invalid: 0, Errors: 0, Skipped: 0"
     [[ "${summary}" =~ Valid:\ ([0-9]+),\ Invalid:\ 0,\ Errors:\ 0,\ Skipped:\ 0 ]] || { echo "kubeconform: not all valid" >&2; exit 1; }

@@ -35,6 +35,8 @@ const (
 	fullname = releaseName + "-collapser"
 	// serviceMonitorAPI is what the ServiceMonitor template requires of the cluster.
 	serviceMonitorAPI = "monitoring.coreos.com/v1/ServiceMonitor"
+	// certManagerAPI is what the injector's Certificate requires of the cluster.
+	certManagerAPI = "cert-manager.io/v1/Certificate"
 	// allFeatures turns on every optional part of the chart (see the file).
 	allFeatures = "../../test/chart/testdata/all-features-values.yaml"
 )
@@ -66,7 +68,10 @@ type rendered struct {
 	clusterRoles        map[string]*rbacv1.ClusterRole
 	clusterRoleBindings map[string]*rbacv1.ClusterRoleBinding
 	mutatingWebhooks    map[string]*admissionregistrationv1.MutatingWebhookConfiguration
-	notes               string
+	// cert-manager's, for the injector's certificate.
+	certificates map[string]*certificate
+	issuers      map[string]*issuer
+	notes        string
 }
 
 // kinds lists "Kind/name" of every rendered object, sorted.
@@ -92,6 +97,8 @@ func (r *rendered) kinds() []string {
 	add("ClusterRoleBinding", slices.Collect(maps.Keys(r.clusterRoleBindings)))
 	add("MutatingWebhookConfiguration", slices.Collect(maps.Keys(r.mutatingWebhooks)))
 	add("ServiceMonitor", slices.Collect(maps.Keys(r.serviceMonitors)))
+	add("Certificate", slices.Collect(maps.Keys(r.certificates)))
+	add("Issuer", slices.Collect(maps.Keys(r.issuers)))
 	sort.Strings(out)
 	return out
 }
@@ -134,10 +141,11 @@ func userValues(t *testing.T, valuesFile string, set ...string) map[string]any {
 }
 
 // renderChart renders the chart like `helm template demo charts/collapser -n lab
-// --api-versions monitoring.coreos.com/v1/ServiceMonitor` (values validated
-// against values.schema.json) and returns the files by name.
+// --api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions
+// cert-manager.io/v1/Certificate` (values validated against
+// values.schema.json) and returns the files by name.
 func renderChart(chrt *chart.Chart, vals map[string]any) (map[string]string, error) {
-	return renderWith(chrt, vals, capabilities(serviceMonitorAPI))
+	return renderWith(chrt, vals, capabilities(serviceMonitorAPI, certManagerAPI))
 }
 
 // renderWith renders the chart for a cluster with the given capabilities.
@@ -182,6 +190,8 @@ func render(t *testing.T, valuesFile string, set ...string) *rendered {
 		clusterRoles:        map[string]*rbacv1.ClusterRole{},
 		clusterRoleBindings: map[string]*rbacv1.ClusterRoleBinding{},
 		mutatingWebhooks:    map[string]*admissionregistrationv1.MutatingWebhookConfiguration{},
+		certificates:        map[string]*certificate{},
+		issuers:             map[string]*issuer{},
 	}
 	for name, content := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -250,6 +260,10 @@ func (r *rendered) add(doc string) error {
 		return decodeInto(doc, head.Metadata.Name, r.clusterRoleBindings)
 	case "admissionregistration.k8s.io/v1 MutatingWebhookConfiguration":
 		return decodeInto(doc, head.Metadata.Name, r.mutatingWebhooks)
+	case "cert-manager.io/v1 Certificate":
+		return decodeInto(doc, head.Metadata.Name, r.certificates)
+	case "cert-manager.io/v1 Issuer":
+		return decodeInto(doc, head.Metadata.Name, r.issuers)
 	default:
 		return fmt.Errorf("unexpected kind %s %s", head.APIVersion, head.Kind)
 	}

@@ -39,6 +39,8 @@ func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
 		{"network peers not a list", "networkPolicy.grpcFrom=x", []string{"/networkPolicy/grpcFrom", "want array"}},
 		{"prometheus argument not a flag", "prometheus.extraArgs={web.enable-lifecycle}", []string{"/prometheus/extraArgs/0"}},
 		{"the removed backend-stats port", "service.backendStatsPort=50051", []string{"/service", "'backendStatsPort'"}},
+		{"an issuer without a name", "injector.certManager.issuerRef.kind=ClusterIssuer", []string{"/injector/certManager/issuerRef", "missing property 'name'"}},
+		{"an issuer's unknown key", "injector.certManager.issuerRef.namespace=x", []string{"/injector/certManager/issuerRef", "'namespace'"}},
 	}
 	chrt := loadChart(t)
 	for _, tt := range tests {
@@ -88,6 +90,9 @@ func TestSchema_AcceptsEveryDocumentedValue(t *testing.T) {
 		"podDisruptionBudget.minAvailable=50%",
 		"podDisruptionBudget.maxUnavailable=",
 		"dashboards.annotations.grafana_folder=collapser",
+		"injector.certManager.issuerRef.name=corp-ca",
+		"injector.certManager.issuerRef.kind=ClusterIssuer",
+		"injector.certManager.issuerRef.group=cert-manager.io",
 	)
 }
 

@@ -19,14 +19,15 @@ type schemaNode struct {
 }
 
 // wholeShapes are the schema definitions of objects passed through as they are:
-// Kubernetes objects copied into the manifests, and the sidecar's policy (which the
-// sidecar validates). values.yaml documents them as a whole, not field by field.
+// Kubernetes objects copied into the manifests, cert-manager's issuer reference, and
+// the sidecar's policy (which the sidecar validates). values.yaml documents them as a whole, not field by field.
 var wholeShapes = map[string]bool{
 	"resources":          true,
 	"probe":              true,
 	"podSecurityContext": true,
 	"securityContext":    true,
 	"policy":             true,
+	"issuerRef":          true,
 }
 
 // resolve follows a "#/definitions/x" reference.

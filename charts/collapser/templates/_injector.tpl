@@ -7,6 +7,57 @@ MutatingWebhookConfiguration.
 {{- end }}
 
 {{/*
+The Secret of the injector's serving certificate: written by the injector itself, or
+by cert-manager with injector.certManager.enabled.
+*/}}
+{{- define "collapser.injectorSecret" -}}
+{{- printf "%s-tls" (include "collapser.injectorName" .) }}
+{{- end }}
+
+{{/*
+The DNS names the API server may call the injector's Service by: the serving
+certificate's names, the same list the injector checks a certificate against
+(src/cmd/collapser-injector, settings.dnsNames).
+*/}}
+{{- define "collapser.injectorDNSNames" -}}
+{{- $name := include "collapser.injectorName" . -}}
+- {{ printf "%s.%s.svc" $name .Release.Namespace }}
+- {{ printf "%s.%s" $name .Release.Namespace }}
+- {{ $name }}
+{{- end }}
+
+{{/*
+"true" when cert-manager issues the injector's certificate.
+*/}}
+{{- define "collapser.injectorCertManager" -}}
+{{- and .Values.injector.enabled .Values.injector.certManager.enabled }}
+{{- end }}
+
+{{/*
+The issuer of the injector's serving certificate: injector.certManager.issuerRef, or
+the release's own CA Issuer (injector-issuer.yaml).
+*/}}
+{{- define "collapser.injectorIssuerRef" -}}
+{{- with .Values.injector.certManager.issuerRef }}
+{{- toYaml . }}
+{{- else -}}
+name: {{ include "collapser.injectorName" . }}-ca
+kind: Issuer
+group: cert-manager.io
+{{- end }}
+{{- end }}
+
+{{/*
+Fails unless the cluster serves cert-manager's Certificate: the message says how to
+get it, or how to render without a cluster.
+*/}}
+{{- define "collapser.requireCertManager" -}}
+{{- if not (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate") }}
+{{- fail "injector.certManager.enabled: the cluster has no cert-manager.io/v1 Certificate; install cert-manager first (helm template: pass --api-versions cert-manager.io/v1/Certificate)" }}
+{{- end }}
+{{- end }}
+
+{{/*
 Selector labels of the injector pods.
 */}}
 {{- define "collapser.injectorSelectorLabels" -}}
