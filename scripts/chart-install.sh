@@ -2,9 +2,11 @@
 # Installs the chart on the kind cluster KIND_CLUSTER (make cluster) the way
 # users will: chart-testing's `ct install` with Helm 3 (every ci/ values file
 # installed into a namespace of its own, `helm test`ed, uninstalled), then one
-# install and `helm test` of the defaults with Helm 4. The project's images
-# (tag: the chart's appVersion, the chart's default) and Prometheus's are
-# built and loaded into the cluster first.
+# install and `helm test` of the defaults with Helm 4. ci/backend-off-values.yaml
+# and ci/injector-only-values.yaml render no test pod: their `helm test` passes
+# with none to run, so fewer test pods succeed than files are installed. The
+# project's images (tag: the chart's appVersion, the chart's default) and
+# Prometheus's are built and loaded into the cluster first.
 #
 #   CT_SET  extra --set flags for every ct install, passed with ct's own
 #           --helm-extra-set-args. Default: none; with KIND_OFFLINE_DIR (no

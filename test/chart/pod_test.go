@@ -78,8 +78,10 @@ func TestRender_EveryCIValuesFileRendersRestrictedPods(t *testing.T) {
 	for _, file := range ciValuesFiles(t) {
 		t.Run(file, func(t *testing.T) {
 			r := render(t, file)
-			if _, ok := r.deployments[fullname]; !ok {
-				t.Fatalf("no Deployment %s; rendered %v", fullname, r.kinds())
+			_, proxy := r.deployments[fullname]
+			_, injector := r.deployments[injectorName]
+			if !proxy && !injector {
+				t.Fatalf("neither Deployment %s nor %s; rendered %v", fullname, injectorName, r.kinds())
 			}
 			for where, spec := range allPodSpecs(r) {
 				checkRestricted(t, where, spec)
