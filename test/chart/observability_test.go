@@ -28,10 +28,7 @@ type prometheusConfig struct {
 func TestRender_PrometheusScrapesEveryPodsSidecarAndBackendEvery5s(t *testing.T) {
 	r := render(t, "ci/observability-values.yaml")
 	cm := r.configMaps[fullname+"-prometheus"]
-	var cfg prometheusConfig
-	if err := yaml.UnmarshalStrict([]byte(cm.Data["prometheus.yml"]), &cfg); err != nil {
-		t.Fatalf("prometheus.yml: %v\n%s", err, cm.Data["prometheus.yml"])
-	}
+	cfg := prometheusScrapes(t, r)
 	if cfg.Global.ScrapeInterval != "5s" {
 		t.Errorf("scrape_interval = %q, want 5s", cfg.Global.ScrapeInterval)
 	}
@@ -75,6 +72,62 @@ func TestRender_PrometheusScrapesEveryPodsSidecarAndBackendEvery5s(t *testing.T)
 	if len(d.Spec.Template.Labels) == 0 || d.Spec.Template.Labels["app.kubernetes.io/component"] != "prometheus" {
 		t.Errorf("Prometheus pod labels %v", d.Spec.Template.Labels)
 	}
+}
+
+// TestRender_PrometheusScrapesEveryInjectorPod: with the injector, the
+// chart's Prometheus finds each injector pod's ops port through a headless
+// Service of its own, as it finds the sidecars; without the chart's pod it
+// scrapes the injector alone.
+func TestRender_PrometheusScrapesEveryInjectorPod(t *testing.T) {
+	srv := "_metrics._tcp." + injectorName + "-metrics." + namespace + ".svc.cluster.local"
+	tests := []struct {
+		name string
+		file string
+		jobs []string
+	}{
+		{"beside the chart's pod", "", []string{"collapser", "hello-backend", "collapser-injector"}},
+		{"alone", injectorOnly, []string{"collapser-injector"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := render(t, tt.file, "injector.enabled=true", "prometheus.enabled=true")
+			cfg := prometheusScrapes(t, r)
+			var jobs []string
+			for _, sc := range cfg.ScrapeConfigs {
+				jobs = append(jobs, sc.JobName)
+				if sc.JobName == "collapser-injector" && (len(sc.DNSSDConfigs) != 1 || !slices.Equal(sc.DNSSDConfigs[0].Names, []string{srv})) {
+					t.Errorf("job %s discovers %+v, want SRV name %q", sc.JobName, sc.DNSSDConfigs, srv)
+				}
+			}
+			if !slices.Equal(jobs, tt.jobs) {
+				t.Errorf("scrape jobs %v, want %v", jobs, tt.jobs)
+			}
+			headless := r.services[injectorName+"-metrics"]
+			if headless == nil || headless.Spec.ClusterIP != corev1.ClusterIPNone || !headless.Spec.PublishNotReadyAddresses {
+				t.Fatalf("injector metrics Service %+v, want a headless one listing unready pods too", headless)
+			}
+			d := r.deployments[injectorName]
+			selects(t, headless, d.Spec.Template.Labels)
+			port := servicePorts(headless)["metrics"]
+			if port.Port != 8080 || port.TargetPort.String() != "ops" || !slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == "ops" }) {
+				t.Errorf("injector metrics Service port %+v, want metrics 8080 to the injector's ops port", port)
+			}
+		})
+	}
+	if _, ok := render(t, "", "injector.enabled=true").services[injectorName+"-metrics"]; ok {
+		t.Error("the injector's metrics Service is rendered without Prometheus")
+	}
+}
+
+// prometheusScrapes decodes the chart's prometheus.yml.
+func prometheusScrapes(t *testing.T, r *rendered) prometheusConfig {
+	t.Helper()
+	cm := r.configMaps[fullname+"-prometheus"]
+	var cfg prometheusConfig
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["prometheus.yml"]), &cfg); err != nil {
+		t.Fatalf("prometheus.yml: %v\n%s", err, cm.Data["prometheus.yml"])
+	}
+	return cfg
 }
 
 func TestRender_ProxyServiceDoesNotSelectObservabilityPods(t *testing.T) {

@@ -42,9 +42,9 @@ const replayPolicy = "methods:\n" +
 	"  - name: " + hellov1.Greeter_StreamHellos_FullMethodName + "\n" +
 	"    stream: replay\n"
 
-func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
+func TestDashboard_EveryMetricIsExportedByTheSidecarTheBackendOrTheInjector(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs the collapser and hello-backend binaries")
+		t.Skip("builds and runs the collapser, hello-backend and collapser-injector binaries")
 	}
 	bin := buildBinaries(t)
 	helloAddr, helloMetrics := freeAddr(t), freeAddr(t)
@@ -63,6 +63,8 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 		"--collapse-methods", sayHelloMethod,
 		"--peers", peerAddr, "--peer-listen", peerAddr, "--policy-file", policyFile)
 
+	injectorMetrics := startInjector(t, bin)
+
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
 	defer cancel()
 	callThroughSidecar(ctx, t, sidecarAddr)
@@ -72,7 +74,7 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 	// A family shows up once it has a series, and the counters are updated as
 	// the calls finish: scrape until every metric the dashboard reads is
 	// there, or the wait ends.
-	var sidecarFamilies, helloFamilies map[string]*dto.MetricFamily
+	var sidecarFamilies, helloFamilies, injectorFamilies map[string]*dto.MetricFamily
 	var exported map[string]family
 	err := poll(ctx, func() error {
 		var err error
@@ -82,7 +84,10 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 		if helloFamilies, err = scrape(ctx, helloMetrics); err != nil {
 			return err
 		}
-		exported = summarize(sidecarFamilies, helloFamilies)
+		if injectorFamilies, err = scrape(ctx, injectorMetrics); err != nil {
+			return err
+		}
+		exported = summarize(sidecarFamilies, helloFamilies, injectorFamilies)
 		var missing []string
 		for _, name := range want {
 			if familyOf(name, exported) == "" {
@@ -95,7 +100,7 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("the dashboard reads metrics that neither the sidecar nor the backend exports: %v", err)
+		t.Fatalf("the dashboard reads metrics that none of the sidecar, the backend and the injector exports: %v", err)
 	}
 
 	t.Run("every label the dashboard matches on exists", func(t *testing.T) {
@@ -121,13 +126,15 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarOrTheBackend(t *testing.T) {
 		}
 	})
 
-	t.Run("every sidecar metric has a panel", func(t *testing.T) {
-		for name := range exported {
-			if !strings.HasPrefix(name, "collapser_") {
-				continue
-			}
-			if !slices.ContainsFunc(want, func(used string) bool { return familyOf(used, exported) == name }) {
-				t.Errorf("the sidecar exports %s but no panel reads it", name)
+	t.Run("every sidecar and injector metric has a panel", func(t *testing.T) {
+		for binary, families := range map[string]map[string]*dto.MetricFamily{"sidecar": sidecarFamilies, "injector": injectorFamilies} {
+			for name := range families {
+				if !strings.HasPrefix(name, "collapser_") {
+					continue
+				}
+				if !slices.ContainsFunc(want, func(used string) bool { return familyOf(used, exported) == name }) {
+					t.Errorf("the %s exports %s but no panel reads it", binary, name)
+				}
 			}
 		}
 	})

@@ -20,15 +20,15 @@ const (
 	stopTimeout = 10 * time.Second
 )
 
-// buildBinaries builds the collapser and hello-backend commands of the root
-// module into a temporary directory and returns it.
+// buildBinaries builds the collapser, hello-backend and collapser-injector
+// commands of the root module into a temporary directory and returns it.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+string(filepath.Separator),
-		"./src/cmd/collapser", "./src/cmd/hello-backend")
+		"./src/cmd/collapser", "./src/cmd/hello-backend", "./src/cmd/collapser-injector")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -274,8 +274,9 @@ func TestDashboard_EveryQueryParsesAsPromQL(t *testing.T) {
 }
 
 func TestDashboard_ShowsEveryMetricOfTheContract(t *testing.T) {
-	// The metrics the contract names for dashboards: the sidecar's own and the
-	// hello backend's request counter, the independent check.
+	// The metrics the contract names for dashboards: the sidecar's own, the
+	// injector's admissions and the hello backend's request counter, the
+	// independent check.
 	contract := []string{
 		"collapser_requests_total",
 		"collapser_backend_calls_total",
@@ -296,6 +297,8 @@ func TestDashboard_ShowsEveryMetricOfTheContract(t *testing.T) {
 		"collapser_streams_held",
 		"collapser_stream_readers",
 		"collapser_stream_recorded_bytes",
+		"collapser_injector_admissions_total",
+		"collapser_injector_admission_duration_seconds_bucket",
 		"hello_requests_total",
 	}
 	used := usedMetrics(dashboardSelectors(t))

@@ -3,8 +3,10 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/collapser/collapser/test/panelquery"
 )
@@ -121,6 +123,61 @@ func labelValues(refID, label string, want ...string) panelCheck {
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: series by %s %q, want %q", refID, label, got, want)
+		}
+		return nil
+	}
+}
+
+// seriesPeaks expects the series of a time series query whose label has
+// one of want's values to peak at that value each.
+func seriesPeaks(refID, label string, want map[string]float64) panelCheck {
+	return func(v view, panel string) error {
+		var errs []error
+		seen := map[string]bool{}
+		for _, s := range v.results[viewKey(panel, refID)] {
+			value := s.Labels[label]
+			w, ok := want[value]
+			if !ok {
+				continue
+			}
+			seen[value] = true
+			peak := math.Inf(-1)
+			for _, sample := range s.Samples {
+				if !math.IsNaN(sample.Value) {
+					peak = max(peak, sample.Value)
+				}
+			}
+			if peak != w {
+				errs = append(errs, fmt.Errorf("%s: %s=%s peaks at %v, want %v", refID, label, value, peak, w))
+			}
+		}
+		for value := range want {
+			if !seen[value] {
+				errs = append(errs, fmt.Errorf("%s: no series with %s=%s", refID, label, value))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// quantileOnlyWhereCounted expects a histogram_quantile query to have a
+// value only at the steps where the rate query counts of (another panel's
+// query, the same observations counted) sum above 0: no observation, no
+// quantile (NaN or no series at all).
+func quantileOnlyWhereCounted(refID, countPanel, countRefID string) panelCheck {
+	return func(v view, panel string) error {
+		counted := map[time.Time]float64{}
+		for _, s := range v.results[viewKey(countPanel, countRefID)] {
+			for _, sample := range s.Samples {
+				counted[sample.Time] += sample.Value
+			}
+		}
+		for _, s := range v.results[viewKey(panel, refID)] {
+			for _, sample := range s.Samples {
+				if !math.IsNaN(sample.Value) && counted[sample.Time] <= 0 {
+					return fmt.Errorf("%s is %v at %s, when %q counts nothing", refID, sample.Value, sample.Time.Format(time.TimeOnly), countPanel)
+				}
+			}
 		}
 		return nil
 	}

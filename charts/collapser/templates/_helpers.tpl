@@ -128,12 +128,19 @@ The Prometheus datasource URL Grafana uses.
 {{- end }}
 
 {{/*
-DNS SRV name of a named port of the headless metrics Service: one record per pod.
-Usage: include "collapser.metricsSrv" (dict "port" "metrics" "context" $)
+DNS SRV name of a named port of a headless metrics Service: one record per pod.
+Usage: include "collapser.metricsSrv" (dict "service" (include "collapser.metricsService" $) "port" "metrics" "context" $)
 */}}
 {{- define "collapser.metricsSrv" -}}
 {{- $ctx := .context }}
-{{- printf "_%s._tcp.%s-metrics.%s.svc.%s" .port (include "collapser.fullname" $ctx) $ctx.Release.Namespace $ctx.Values.clusterDomain }}
+{{- printf "_%s._tcp.%s.%s.svc.%s" .port .service $ctx.Release.Namespace $ctx.Values.clusterDomain }}
+{{- end }}
+
+{{/*
+The headless Service of the collapser pods' metrics ports.
+*/}}
+{{- define "collapser.metricsService" -}}
+{{- printf "%s-metrics" (include "collapser.fullname" .) }}
 {{- end }}
 
 {{/*

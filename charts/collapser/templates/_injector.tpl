@@ -58,6 +58,14 @@ get it, or how to render without a cluster.
 {{- end }}
 
 {{/*
+The headless Service of the injector pods' metrics port, which the chart's Prometheus
+finds them through.
+*/}}
+{{- define "collapser.injectorMetricsService" -}}
+{{- printf "%s-metrics" (include "collapser.injectorName" .) }}
+{{- end }}
+
+{{/*
 Selector labels of the injector pods.
 */}}
 {{- define "collapser.injectorSelectorLabels" -}}

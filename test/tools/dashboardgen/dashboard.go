@@ -17,7 +17,7 @@ const (
 	schemaVersion        = 39
 	dashboardDescription = "Request collapsing by the collapser gRPC sidecar: exact totals over the time range, " +
 		"how requests are served per second, the backend load it saves, backend latency, the engine's state, " +
-		"the policy's decision per method, collapsing across replicas and replayed streams."
+		"the policy's decision per method, collapsing across replicas, replayed streams and the sidecar injector's admissions."
 )
 
 // rows are the dashboard's rows, top to bottom: a full-width heading each,
@@ -34,6 +34,7 @@ var rows = []struct {
 	{26, "Policy", policyPanels},
 	{30, "Replicas", replicasPanels},
 	{40, "Streams", streamsPanels},
+	{50, "Injector", injectorPanels},
 }
 
 // collapserDashboard builds the dashboard and checks it with the SDK's validation.
