@@ -34,13 +34,24 @@ import (
 // reader when it is not nil.
 func server(t *testing.T, reader client.Reader) (*httptest.Server, *Metrics) {
 	t.Helper()
+	h, metrics := newWebhook(t, reader)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, metrics
+}
+
+// newWebhook is the webhook injecting the chart's default template, with
+// namespaces "plain" and "enabled" (labelled collapser.io/inject=enabled),
+// read through reader when it is not nil.
+func newWebhook(tb testing.TB, reader client.Reader) (http.Handler, *Metrics) {
+	tb.Helper()
 	data, err := os.ReadFile("../testdata/template.yaml")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	tmpl, err := inject.ParseTemplate(data)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if reader == nil {
 		reader = fake.NewClientBuilder().WithObjects(
@@ -50,30 +61,16 @@ func server(t *testing.T, reader client.Reader) (*httptest.Server, *Metrics) {
 	}
 	metrics, err := NewMetrics(prometheus.NewPedanticRegistry())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	srv := httptest.NewServer(New(inject.Injector{Template: tmpl}, reader, metrics, slog.New(slog.DiscardHandler)))
-	t.Cleanup(srv.Close)
-	return srv, metrics
+	return New(inject.Injector{Template: tmpl}, reader, metrics, slog.New(slog.DiscardHandler)), metrics
 }
 
 // review posts an AdmissionReview v1 of obj's creation in namespace, as the
 // API server does, and returns the response.
 func review(t *testing.T, srv *httptest.Server, namespace string, kind metav1.GroupVersionKind, op admissionv1.Operation, obj []byte) *admissionv1.AdmissionResponse {
 	t.Helper()
-	ar := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID: types.UID("uid-1"), Kind: kind, Namespace: namespace, Operation: op,
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Object:   runtime.RawExtension{Raw: obj},
-		},
-	}
-	body, err := json.Marshal(ar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(testkit.Context(t), http.MethodPost, srv.URL+"/inject", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(testkit.Context(t), http.MethodPost, srv.URL+"/inject", bytes.NewReader(reviewJSON(t, namespace, kind, op, obj)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +94,29 @@ func review(t *testing.T, srv *httptest.Server, namespace string, kind metav1.Gr
 	return got.Response
 }
 
+// reviewJSON is the AdmissionReview v1 the API server sends for obj's
+// operation in namespace.
+func reviewJSON(tb testing.TB, namespace string, kind metav1.GroupVersionKind, op admissionv1.Operation, obj []byte) []byte {
+	tb.Helper()
+	ar := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("uid-1"), Kind: kind, Namespace: namespace, Operation: op,
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Object:   runtime.RawExtension{Raw: obj},
+		},
+	}
+	body, err := json.Marshal(ar)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return body
+}
+
 var podKind = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
 
-func podJSON(t *testing.T, annotations map[string]string) []byte {
-	t.Helper()
+func podJSON(tb testing.TB, annotations map[string]string) []byte {
+	tb.Helper()
 	pod := corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "app-", Annotations: annotations},
@@ -108,7 +124,7 @@ func podJSON(t *testing.T, annotations map[string]string) []byte {
 	}
 	data, err := json.Marshal(pod)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return data
 }
