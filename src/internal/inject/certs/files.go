@@ -30,9 +30,10 @@ type FilesOptions struct {
 // default), so a minute's delay costs nothing, while a handshake that
 // reads files would put file system errors and a half-swapped volume on
 // the API server's path. GetCertificate stays one atomic load. Contents
-// are compared rather than modification times: the kubelet swaps a
-// symbolic link to a new directory, which a cached modification time or a
-// coarse clock can miss.
+// are compared rather than modification times: two small reads a minute
+// cost nothing, and the comparison does not depend on how the writer
+// replaces the files (the kubelet swaps a symbolic link to a new
+// directory) or on the resolution of their times.
 type Files struct {
 	serving
 	opts   FilesOptions
