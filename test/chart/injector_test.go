@@ -120,21 +120,40 @@ func TestRender_InjectorIsOffByDefault(t *testing.T) {
 func TestRender_InjectorIsSafeAndMinimal(t *testing.T) {
 	r := render(t, "", "injector.enabled=true")
 	cfg, ok := r.mutatingWebhooks[injectorName]
-	if !ok || len(cfg.Webhooks) != 1 {
-		t.Fatalf("no MutatingWebhookConfiguration %s with one webhook; rendered %v", injectorName, r.kinds())
+	if !ok || len(cfg.Webhooks) != 2 {
+		t.Fatalf("no MutatingWebhookConfiguration %s with two webhooks; rendered %v", injectorName, r.kinds())
 	}
-	w := cfg.Webhooks[0]
-	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
-		*w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy || *w.TimeoutSeconds > 10 {
-		t.Errorf("failurePolicy %s, sideEffects %s, reinvocationPolicy %s, timeoutSeconds %d; want Ignore, None, IfNeeded, at most 10",
-			*w.FailurePolicy, *w.SideEffects, *w.ReinvocationPolicy, *w.TimeoutSeconds)
+	// The API server calls the injector only for pods that may want the
+	// sidecar: those of opted-in namespaces, at a path that reads no
+	// namespace, and elsewhere those with the annotation.
+	want := []struct {
+		name, path, operator string
+		matchConditions      bool
+	}{
+		{"namespace.inject.collapser.io", "/inject/namespace", "In", false},
+		{"pod.inject.collapser.io", "/inject", "NotIn", true},
 	}
-	excluded := w.NamespaceSelector.MatchExpressions[0]
-	if excluded.Key != "kubernetes.io/metadata.name" || excluded.Operator != "NotIn" || !slices.Equal(excluded.Values, []string{"kube-system", namespace}) {
-		t.Errorf("namespaceSelector %+v, want kube-system and %s excluded", w.NamespaceSelector, namespace)
-	}
-	if svc := w.ClientConfig.Service; svc == nil || svc.Name != injectorName || svc.Namespace != namespace || *svc.Path != "/inject" {
-		t.Errorf("clientConfig %+v, want the injector's Service at /inject", w.ClientConfig)
+	for i, w := range cfg.Webhooks {
+		if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+			*w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy || *w.TimeoutSeconds > 10 {
+			t.Errorf("%s: failurePolicy %s, sideEffects %s, reinvocationPolicy %s, timeoutSeconds %d; want Ignore, None, IfNeeded, at most 10",
+				w.Name, *w.FailurePolicy, *w.SideEffects, *w.ReinvocationPolicy, *w.TimeoutSeconds)
+		}
+		if w.Name != want[i].name {
+			t.Errorf("webhook %d is %s, want %s", i, w.Name, want[i].name)
+		}
+		exprs := w.NamespaceSelector.MatchExpressions
+		if len(exprs) != 2 || exprs[0].Key != "kubernetes.io/metadata.name" || exprs[0].Operator != "NotIn" || !slices.Equal(exprs[0].Values, []string{"kube-system", namespace}) {
+			t.Errorf("%s: namespaceSelector %+v, want kube-system and %s excluded", w.Name, w.NamespaceSelector, namespace)
+		} else if l := exprs[1]; l.Key != "collapser.io/inject" || string(l.Operator) != want[i].operator || !slices.Equal(l.Values, []string{"enabled"}) {
+			t.Errorf("%s: namespaceSelector %+v, want collapser.io/inject %s [enabled]", w.Name, l, want[i].operator)
+		}
+		if svc := w.ClientConfig.Service; svc == nil || svc.Name != injectorName || svc.Namespace != namespace || *svc.Path != want[i].path {
+			t.Errorf("%s: clientConfig %+v, want the injector's Service at %s", w.Name, w.ClientConfig, want[i].path)
+		}
+		if got := len(w.MatchConditions) == 1 && strings.Contains(w.MatchConditions[0].Expression, "'collapser.io/inject' in object.metadata.annotations"); got != want[i].matchConditions {
+			t.Errorf("%s: matchConditions %+v, want one on the annotation: %v", w.Name, w.MatchConditions, want[i].matchConditions)
+		}
 	}
 	d := r.deployments[injectorName]
 	if d == nil || *d.Spec.Replicas != 2 {

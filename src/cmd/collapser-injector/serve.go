@@ -21,8 +21,14 @@ import (
 	"github.com/collapser/collapser/src/internal/inject/webhook"
 )
 
-// WebhookPath is the path the webhook configuration calls.
-const WebhookPath = "/inject"
+// The paths the webhook configuration calls: WebhookPath for the pods that
+// say themselves whether they want the sidecar (collapser.io/inject), and
+// NamespaceWebhookPath for every pod of a namespace labelled
+// collapser.io/inject=enabled, whose label it need not read.
+const (
+	WebhookPath          = "/inject"
+	NamespaceWebhookPath = "/inject/namespace"
+)
 
 // readHeaderTimeout bounds how long a connection may take to send its
 // request headers, on both servers.
@@ -57,7 +63,9 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle(WebhookPath, webhook.New(inject.Injector{Template: tmpl, Mode: mode}, c, metrics, logger))
+	injector := inject.Injector{Template: tmpl, Mode: mode}
+	mux.Handle(WebhookPath, webhook.New(injector, c, metrics, logger))
+	mux.Handle(NamespaceWebhookPath, webhook.New(injector, webhook.OptedIn, metrics, logger))
 	webhookServer := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -104,3 +104,27 @@ func podName(req admission.Request) string {
 	_ = json.Unmarshal(req.Object.Raw, &meta) // a pod that does not decode was answered already
 	return meta.Metadata.GenerateName
 }
+
+// OptedIn is the namespace reader of the webhook the API server calls only
+// for the pods of namespaces labelled inject.NamespaceLabel=NamespaceEnabled
+// (its namespaceSelector says so): it answers that label without reading
+// the namespace.
+var OptedIn client.Reader = optedIn{}
+
+// optedIn answers every namespace Get with the opt-in label.
+type optedIn struct{}
+
+// Get implements client.Reader for namespaces.
+func (optedIn) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return fmt.Errorf("read %T %s: this reader knows only namespaces", obj, key)
+	}
+	ns.Name, ns.Labels = key.Name, map[string]string{inject.NamespaceLabel: inject.NamespaceEnabled}
+	return nil
+}
+
+// List implements client.Reader; it lists nothing.
+func (optedIn) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("list: the opted-in namespace reader only answers Get")
+}

@@ -231,3 +231,29 @@ func TestWebhook_NamespaceReadOnlyWhenUndecided(t *testing.T) {
 		t.Errorf("undecided pod: allowed %v, %+v after %d reads; want an error after 1", resp.Allowed, resp.Result, reads)
 	}
 }
+
+// TestWebhook_OptedInNamespacesAreNotRead: the webhook of opted-in
+// namespaces injects a pod that does not decide, honours one that opts out,
+// and reads nothing.
+func TestWebhook_OptedInNamespacesAreNotRead(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		annotations map[string]string
+		result      string
+	}{
+		{"undecided", nil, ResultInjected},
+		{"opted out", map[string]string{inject.AnnotationInject: "false"}, ResultSkipped},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, metrics := server(t, OptedIn)
+			resp := review(t, srv, "never-read", podKind, admissionv1.Create, podJSON(t, tt.annotations))
+			if !resp.Allowed || testutil.ToFloat64(metrics.admissions.WithLabelValues(tt.result)) != 1 {
+				t.Errorf("allowed %v (%+v), want allowed and counted %s", resp.Allowed, resp.Result, tt.result)
+			}
+		})
+	}
+	var cm corev1.ConfigMap
+	if err := OptedIn.Get(context.Background(), client.ObjectKey{Name: "x"}, &cm); err == nil {
+		t.Error("OptedIn read a ConfigMap, want an error: it knows only namespaces")
+	}
+}
