@@ -12,3 +12,7 @@ const (
 	envPeerListen    = "COLLAPSER_PEER_LISTEN"
 	envPolicyFile    = "COLLAPSER_POLICY_FILE"
 )
+
+// envAdminListen is where the sidecar serves its admin service: injection
+// does not set it, but counts its port among the sidecar's.
+const envAdminListen = "COLLAPSER_ADMIN_LISTEN"

@@ -208,20 +208,30 @@ func setEnv(c *corev1.Container, name, value string) {
 	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
 }
 
+// backendPortOf returns the port c forwards calls to, 0 if its backend is
+// not host:port.
 func backendPortOf(c corev1.Container) int32 {
-	i := envIndex(c.Env, envBackend)
+	_, port := envAddress(c, envBackend)
+	return port
+}
+
+// envAddress returns the host:port in c's variable name and its port, or
+// a port of 0 when the variable is unset, empty or not host:port.
+func envAddress(c corev1.Container, name string) (string, int32) {
+	i := envIndex(c.Env, name)
 	if i < 0 {
-		return 0
+		return "", 0
 	}
-	_, port, err := net.SplitHostPort(c.Env[i].Value)
+	addr := c.Env[i].Value
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return 0
+		return addr, 0
 	}
 	p, err := strconv.ParseInt(port, 10, 32)
-	if err != nil {
-		return 0
+	if err != nil || !validPort(int32(p)) {
+		return addr, 0
 	}
-	return int32(p)
+	return addr, int32(p)
 }
 
 // appendOp adds v at the end of the list at path, which holds n items.

@@ -228,47 +228,6 @@ func TestInject_Rejections(t *testing.T) {
 	}
 }
 
-func TestInject_PortCollisions(t *testing.T) {
-	tests := []struct {
-		name        string
-		annotations map[string]string
-		appPort     corev1.ContainerPort
-		want        string
-	}{
-		{"app uses the gRPC port", optIn, corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
-			`port 50052 of the collapser sidecar (collapser.io/port) is already used by container "app"; set collapser.io/port to a free port`},
-		{"app uses the metrics port", optIn, corev1.ContainerPort{Name: "metrics", ContainerPort: 2112},
-			`port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "app"; set collapser.io/metrics-port to a free port`},
-		{"app uses the peer port", with(AnnotationPeers, "app-pods"), corev1.ContainerPort{Name: "gossip", ContainerPort: 50053},
-			`port 50053 of the collapser sidecar (collapser.io/peer-port) is already used by container "app"; set collapser.io/peer-port to a free port`},
-		{"moved onto the app's port", with(AnnotationPort, "50051"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
-			`port 50051 of the collapser sidecar (collapser.io/port) is already used by container "app"`},
-		{"port is the backend", with(AnnotationBackendPort, "50052"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
-			`port 50052 would be the collapser sidecar's collapser (collapser.io/port) and its backend (collapser.io/backend-port); set collapser.io/port to another port`},
-		{"sidecar ports clash", with(AnnotationMetricsPort, "50052"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
-			`port 50052 would be the collapser sidecar's collapser-prom (collapser.io/metrics-port) and its collapser (collapser.io/port); set one of them to another port`},
-		{"app has a port named like the sidecar's", optIn, corev1.ContainerPort{Name: "collapser", ContainerPort: 50051},
-			`container "app" has a port named "collapser", the name of the collapser sidecar's port; rename it`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pod := appPod(tt.annotations)
-			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{tt.appPort}
-			assertRejected(t, pod, tt.want)
-		})
-	}
-	t.Run("init container's port", func(t *testing.T) {
-		pod := appPod(optIn)
-		pod.Spec.InitContainers = []corev1.Container{{Name: "mesh", Ports: []corev1.ContainerPort{{ContainerPort: 2112}}}}
-		assertRejected(t, pod, `port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "mesh"`)
-	})
-	t.Run("policy volume name taken", func(t *testing.T) {
-		pod := appPod(with(AnnotationPolicy, "rules"))
-		pod.Spec.Volumes = []corev1.Volume{{Name: policyVolume}}
-		assertRejected(t, pod, `the pod has a volume named "collapser-policy", the name of the collapser sidecar's policy volume (collapser.io/policy-configmap); rename it`)
-	})
-}
-
 func assertRejected(t *testing.T, pod *corev1.Pod, want string) {
 	t.Helper()
 	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
@@ -342,6 +301,7 @@ container:
   image: collapser/collapser:0.1.0
   ports: [{name: grpc, containerPort: 50052}, {name: metrics, containerPort: 2112}]
   livenessProbe: {grpc: {port: 50052, service: liveness}}
+  env: [{name: COLLAPSER_ADMIN_LISTEN, value: "127.0.0.1:50054"}]
 `
 	if _, err := ParseTemplate([]byte(good)); err != nil {
 		t.Fatalf("good template: %v", err)
@@ -353,6 +313,7 @@ container:
 		{"no liveness probe", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}]}\n", "no gRPC liveness probe"},
 		{"peers rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_PEERS, value: x}]}\n", "sets COLLAPSER_PEERS"},
 		{"no peer port", "peerPort: 0\n", "peerPort (0) must be set"},
+		{"no admin address", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}}\n", "does not set COLLAPSER_ADMIN_LISTEN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,7 +349,7 @@ func replaceKey(doc, edit string) string {
 func TestEnvNames_AreTheSidecarsVariables(t *testing.T) {
 	for flag, name := range map[string]string{
 		"listen": envListen, "metrics-listen": envMetricsListen, "backend": envBackend, "cache-ttl": envCacheTTL,
-		"peers": envPeers, "peer-listen": envPeerListen, "policy-file": envPolicyFile,
+		"peers": envPeers, "peer-listen": envPeerListen, "policy-file": envPolicyFile, "admin-listen": envAdminListen,
 	} {
 		if want := config.EnvName(flag); name != want {
 			t.Errorf("--%s is read from %s, injection sets %s", flag, want, name)

@@ -27,8 +27,10 @@ type Template struct {
 }
 
 // ParseTemplate reads a Template from YAML or JSON and checks that it has
-// what injection fills in: the gRPC and metrics ports, a liveness probe to
-// start from, and no peers or policy of the chart's own pod.
+// what injection fills in or checks: the gRPC and metrics ports, a
+// liveness probe to start from, the admin service's address (its port is
+// checked against the pod's), and no peers or policy of the chart's own
+// pod.
 func ParseTemplate(data []byte) (Template, error) {
 	var t Template
 	if err := yaml.UnmarshalStrict(data, &t); err != nil {
@@ -53,6 +55,12 @@ func (t Template) validate() error {
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.GRPC == nil {
 		errs = append(errs, errors.New("container has no gRPC liveness probe (a native sidecar's startup probe is made from it)"))
+	}
+	// The sidecar listens on the admin service's port unless the variable
+	// is empty, and on its own default when it is unset: the template says
+	// which, so that its port is checked against the pod's.
+	if envIndex(c.Env, envAdminListen) < 0 {
+		errs = append(errs, fmt.Errorf("container does not set %s: render it from the chart's collapser.config, so that the admin service's port is known", envAdminListen))
 	}
 	for _, name := range []string{envPeers, envPeerListen, envPolicyFile} {
 		if envIndex(c.Env, name) >= 0 {

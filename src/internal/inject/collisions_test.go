@@ -1,0 +1,92 @@
+package inject
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestInject_PortCollisions(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		appPort     corev1.ContainerPort
+		want        string
+	}{
+		{"app uses the gRPC port", optIn, corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
+			`port 50052 of the collapser sidecar (collapser.io/port) is already used by container "app"; set collapser.io/port to a free port`},
+		{"app uses the metrics port", optIn, corev1.ContainerPort{Name: "metrics", ContainerPort: 2112},
+			`port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "app"; set collapser.io/metrics-port to a free port`},
+		{"app uses the peer port", with(AnnotationPeers, "app-pods"), corev1.ContainerPort{Name: "gossip", ContainerPort: 50053},
+			`port 50053 of the collapser sidecar (collapser.io/peer-port) is already used by container "app"; set collapser.io/peer-port to a free port`},
+		{"moved onto the app's port", with(AnnotationPort, "50051"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
+			`port 50051 of the collapser sidecar (collapser.io/port) is already used by container "app"`},
+		{"port is the backend", with(AnnotationBackendPort, "50052"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
+			`port 50052 would be the collapser sidecar's collapser (collapser.io/port) and its backend (collapser.io/backend-port); set collapser.io/port to another port`},
+		{"sidecar ports clash", with(AnnotationMetricsPort, "50052"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
+			`port 50052 would be the collapser sidecar's collapser-prom (collapser.io/metrics-port) and its collapser (collapser.io/port); set one of them to another port`},
+		{"app has a port named like the sidecar's", optIn, corev1.ContainerPort{Name: "collapser", ContainerPort: 50051},
+			`container "app" has a port named "collapser", the name of the collapser sidecar's port; rename it`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := appPod(tt.annotations)
+			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{tt.appPort}
+			assertRejected(t, pod, tt.want)
+		})
+	}
+	t.Run("init container's port", func(t *testing.T) {
+		pod := appPod(optIn)
+		pod.Spec.InitContainers = []corev1.Container{{Name: "mesh", Ports: []corev1.ContainerPort{{ContainerPort: 2112}}}}
+		assertRejected(t, pod, `port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "mesh"`)
+	})
+	t.Run("policy volume name taken", func(t *testing.T) {
+		pod := appPod(with(AnnotationPolicy, "rules"))
+		pod.Spec.Volumes = []corev1.Volume{{Name: policyVolume}}
+		assertRejected(t, pod, `the pod has a volume named "collapser-policy", the name of the collapser sidecar's policy volume (collapser.io/policy-configmap); rename it`)
+	})
+}
+
+// TestInject_AdminPortCollisions checks that the admin service's port,
+// which the sidecar binds on loopback without declaring it, collides with
+// a pod's ports all the same (the pod's containers share one network
+// namespace), wherever the template's COLLAPSER_ADMIN_LISTEN puts it, and
+// not at all when it is empty.
+func TestInject_AdminPortCollisions(t *testing.T) {
+	const keep = "<the template's>"
+	tests := []struct {
+		name        string
+		adminListen string // the template's COLLAPSER_ADMIN_LISTEN
+		annotations map[string]string
+		appPort     corev1.ContainerPort
+		want        string // "" when the pod is injected
+	}{
+		{"app uses the admin port", keep, optIn, corev1.ContainerPort{Name: "grpc", ContainerPort: 50054},
+			`port 50054 of the collapser sidecar (admin service at 127.0.0.1:50054) is already used by container "app"; set collapser.config.adminListen of the injector's chart to a free port`},
+		{"admin service moved onto the app's port", "0.0.0.0:9000", optIn, corev1.ContainerPort{Name: "http", ContainerPort: 9000},
+			`port 9000 of the collapser sidecar (admin service at 0.0.0.0:9000) is already used by container "app"; set collapser.config.adminListen of the injector's chart to a free port`},
+		{"gRPC port moved onto the admin port", keep, with(AnnotationPort, "50054"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
+			`port 50054 would be the collapser sidecar's admin (admin service at 127.0.0.1:50054) and its collapser (collapser.io/port); set one of them to another port`},
+		{"backend on the admin port", keep, with(AnnotationBackendPort, "50054"), corev1.ContainerPort{Name: "http", ContainerPort: 8080},
+			`port 50054 would be the collapser sidecar's admin (admin service at 127.0.0.1:50054) and its backend (collapser.io/backend-port); set collapser.config.adminListen of the injector's chart to another port`},
+		{"app port named admin", keep, optIn, corev1.ContainerPort{Name: "admin", ContainerPort: 8080}, ""},
+		{"admin service off", "", optIn, corev1.ContainerPort{Name: "grpc", ContainerPort: 50054}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl := testTemplate(t)
+			if tt.adminListen != keep {
+				setEnv(&tmpl.Container, envAdminListen, tt.adminListen)
+			}
+			pod := appPod(tt.annotations)
+			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{tt.appPort}
+			res, err := Injector{Template: tmpl}.Inject(pod, "team", nil)
+			switch {
+			case tt.want == "" && (err != nil || len(res.Patch) == 0):
+				t.Errorf("Inject = %+v, %v; want the sidecar injected", res, err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Errorf("Inject = %+v, %v; want the rejection %q", res, err, tt.want)
+			}
+		})
+	}
+}
