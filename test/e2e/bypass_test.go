@@ -112,28 +112,41 @@ func runClientPodE(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name s
 // clientPod is a run-once demo client pod that meets the restricted Pod
 // Security Standard.
 func clientPod(s settings, name string, args []string) *corev1.Pod {
-	no, yes, user := false, true, int64(65532)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: &no,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   &yes,
-				RunAsUser:      &user,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers: []corev1.Container{{
-				Name:            "democlient",
-				Image:           imageRepoPrefix + "/democlient:" + s.imageTag,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            append([]string{"--quiet", "--timeout=30s"}, args...),
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
-					ReadOnlyRootFilesystem:   &yes,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-		},
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clientPodSpec(s, args)}
+}
+
+// clientPodSpec runs the demo client once with args, restricted.
+func clientPodSpec(s settings, args []string) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr(false),
+		SecurityContext:              restrictedPodSecurity(),
+		Containers: []corev1.Container{{
+			Name:            "democlient",
+			Image:           imageRepoPrefix + "/democlient:" + s.imageTag,
+			ImagePullPolicy: corev1.PullNever,
+			Args:            append([]string{"--quiet", "--timeout=30s"}, args...),
+			SecurityContext: restrictedSecurity(),
+		}},
+	}
+}
+
+// restrictedPodSecurity is the pod security context the restricted Pod
+// Security Standard wants, with the images' non-root user.
+func restrictedPodSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr(true),
+		RunAsUser:      ptr(int64(65532)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// restrictedSecurity is the container security context the restricted Pod
+// Security Standard wants, and a read-only root file system.
+func restrictedSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		ReadOnlyRootFilesystem:   ptr(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }

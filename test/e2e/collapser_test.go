@@ -69,24 +69,7 @@ func TestCollapserOnKind(t *testing.T) {
 		}
 		report := runDemo(t, demo.Config{Target: target, BackendMetrics: backend, Requests: burst, Concurrency: burst, Name: "burst", Timeout: time.Minute})
 		burstReport, burstEnd = report, time.Now()
-		// Every call that arrives while one backend call runs joins it, and
-		// the cache covers cacheTTL after: a burst shorter than a backend
-		// latency makes one call; a longer one at most one per latency+TTL.
-		most := 1 + int64(report.Duration/(backendLatency+cacheTTL))
-		t.Logf("%d requests in %v: %d backend calls (at most %d explained), collapse ratio %.5f",
-			report.Requests, report.Duration, report.BackendCalls, most, report.CollapseRatio)
-		if report.Errors != 0 {
-			t.Errorf("%d requests failed: %v", report.Errors, report.ErrorsByCode)
-		}
-		if report.BackendCalls < 1 || report.BackendCalls > most {
-			t.Errorf("backend saw %d calls, want 1 to %d", report.BackendCalls, most)
-		}
-		if report.Duration < backendLatency && report.BackendCalls != 1 {
-			t.Errorf("burst took %v, less than a backend latency, yet the backend saw %d calls", report.Duration, report.BackendCalls)
-		}
-		if report.CollapseRatio < 0.999 {
-			t.Errorf("collapse ratio %.5f, want at least 0.999", report.CollapseRatio)
-		}
+		checkBurstCollapsed(t, report)
 	})
 
 	if s.prometheus {
@@ -238,18 +221,49 @@ func waitForProxyPod(t *testing.T, kubectl *k8s.KubectlOptions, replaced string)
 	})
 }
 
-// openTunnels forwards local ports to the Service's gRPC port (the sidecar)
-// and backend-metrics port, and returns the sidecar's address and the URL of
-// the hello backend's metrics, where its own count is read.
+// openTunnels forwards local ports to the release's Service: its gRPC port
+// (the sidecar) and backend-metrics port; it returns the sidecar's address
+// and the URL of the hello backend's metrics, where its own count is read.
 func openTunnels(t *testing.T, kubectl *k8s.KubectlOptions) (target, backendMetrics string) {
 	t.Helper()
-	sidecar := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 50052)
+	return openTunnelsTo(t, kubectl, k8s.ResourceTypeService, release)
+}
+
+// openTunnelsTo is openTunnels to a Service or a pod of the namespace whose
+// ports 50052 and 2113 are the sidecar's and the hello backend's metrics.
+func openTunnelsTo(t *testing.T, kubectl *k8s.KubectlOptions, kind k8s.KubeResourceType, name string) (target, backendMetrics string) {
+	t.Helper()
+	sidecar := k8s.NewTunnel(kubectl, kind, name, 0, 50052)
 	sidecar.ForwardPort(t)
 	t.Cleanup(sidecar.Close)
-	metrics := k8s.NewTunnel(kubectl, k8s.ResourceTypeService, release, 0, 2113)
+	metrics := k8s.NewTunnel(kubectl, kind, name, 0, 2113)
 	metrics.ForwardPort(t)
 	t.Cleanup(metrics.Close)
 	return sidecar.Endpoint(), "http://" + metrics.Endpoint() + "/metrics"
+}
+
+// checkBurstCollapsed checks, from the backend's own count, that a burst
+// of identical calls through one sidecar collapsed: every call that
+// arrives while one backend call runs joins it, and the cache covers
+// cacheTTL after, so a burst shorter than a backend latency makes one
+// call, and a longer one at most one per latency+TTL.
+func checkBurstCollapsed(t *testing.T, report *demo.Report) {
+	t.Helper()
+	most := 1 + int64(report.Duration/(backendLatency+cacheTTL))
+	t.Logf("%d requests in %v: %d backend calls (at most %d explained), collapse ratio %.5f",
+		report.Requests, report.Duration, report.BackendCalls, most, report.CollapseRatio)
+	if report.Errors != 0 {
+		t.Errorf("%d requests failed: %v", report.Errors, report.ErrorsByCode)
+	}
+	if report.BackendCalls < 1 || report.BackendCalls > most {
+		t.Errorf("backend saw %d calls, want 1 to %d", report.BackendCalls, most)
+	}
+	if report.Duration < backendLatency && report.BackendCalls != 1 {
+		t.Errorf("burst took %v, less than a backend latency, yet the backend saw %d calls", report.Duration, report.BackendCalls)
+	}
+	if report.CollapseRatio < 0.999 {
+		t.Errorf("collapse ratio %.5f, want at least 0.999", report.CollapseRatio)
+	}
 }
 
 // runDemo sends the demo client's burst and returns its report.

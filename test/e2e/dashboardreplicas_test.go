@@ -37,16 +37,16 @@ type podTotals struct {
 func (b spreadBurst) totals() podTotals {
 	var p podTotals
 	for _, families := range b.metrics {
-		leaders := counterSum(families["collapser_requests_total"], map[string]string{"outcome": "leader"})
+		leaders := sampleSum(families["collapser_requests_total"], map[string]string{"outcome": "leader"})
 		if leaders > 0 {
 			p.led++
 		}
 		p.leaders += leaders
-		p.requests += counterSum(families["collapser_requests_total"], nil)
-		p.forwarded += counterSum(families["collapser_peer_calls_total"], nil)
-		p.toPeers += counterSum(families["collapser_peer_calls_total"], map[string]string{"owner": "peer"})
-		p.fallbacks += counterSum(families["collapser_peer_fallbacks_total"], nil)
-		p.servedForPeers += counterSum(families["collapser_peer_requests_total"], nil)
+		p.requests += sampleSum(families["collapser_requests_total"], nil)
+		p.forwarded += sampleSum(families["collapser_peer_calls_total"], nil)
+		p.toPeers += sampleSum(families["collapser_peer_calls_total"], map[string]string{"owner": "peer"})
+		p.fallbacks += sampleSum(families["collapser_peer_fallbacks_total"], nil)
+		p.servedForPeers += sampleSum(families["collapser_peer_requests_total"], nil)
 	}
 	return p
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -22,13 +23,15 @@ func dumpOnFailure(t *testing.T, kubectl *k8s.KubectlOptions) {
 			return
 		}
 		var b strings.Builder
-		describePods(t, kubectl, &b)
+		describePods(t, kubectl, metav1.ListOptions{}, &b)
 		listEvents(t, kubectl, &b)
 		t.Logf("diagnostics of namespace %s:\n%s", kubectl.Namespace, b.String())
 	})
 }
 
-func describePods(t *testing.T, kubectl *k8s.KubectlOptions, b *strings.Builder) {
+// describePods writes the states and the logs of every container of the
+// pods of selector, init containers (native sidecars) included.
+func describePods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions, b *strings.Builder) {
 	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
 	if err != nil {
 		fmt.Fprintf(b, "no client: %v\n", err)
@@ -36,7 +39,7 @@ func describePods(t *testing.T, kubectl *k8s.KubectlOptions, b *strings.Builder)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pods, err := clientset.CoreV1().Pods(kubectl.Namespace).List(ctx, metav1.ListOptions{})
+	pods, err := clientset.CoreV1().Pods(kubectl.Namespace).List(ctx, selector)
 	if err != nil {
 		fmt.Fprintf(b, "list pods: %v\n", err)
 		return
@@ -53,7 +56,7 @@ func describePods(t *testing.T, kubectl *k8s.KubectlOptions, b *strings.Builder)
 				fmt.Fprintf(b, "    last termination: %s\n", containerState(cs.LastTerminationState))
 			}
 		}
-		for _, c := range pod.Spec.Containers {
+		for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 			logs, err := clientset.CoreV1().Pods(kubectl.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: ptr(int64(200))}).DoRaw(ctx)
 			if err != nil {
 				fmt.Fprintf(b, "  --- logs of %s: %v\n", c.Name, err)
@@ -64,6 +67,7 @@ func describePods(t *testing.T, kubectl *k8s.KubectlOptions, b *strings.Builder)
 	}
 }
 
+// containerState says in a few words what state s is.
 func containerState(s corev1.ContainerState) string {
 	switch {
 	case s.Waiting != nil:
@@ -76,6 +80,7 @@ func containerState(s corev1.ContainerState) string {
 	return "unknown"
 }
 
+// listEvents writes the namespace's events, oldest first.
 func listEvents(t *testing.T, kubectl *k8s.KubectlOptions, b *strings.Builder) {
 	events, err := k8s.ListEventsE(t, kubectl, metav1.ListOptions{})
 	if err != nil {
@@ -89,4 +94,5 @@ func listEvents(t *testing.T, kubectl *k8s.KubectlOptions, b *strings.Builder) {
 	}
 }
 
+// ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }

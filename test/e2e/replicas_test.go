@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/collapser/collapser/src/demo"
@@ -67,38 +67,13 @@ func checkReplicas(t *testing.T, s settings) {
 	opts.SetValues["tests.enabled"] = "false"
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
-	waitForEndpoints(t, kubectl, replicas)
+	waitForEndpoints(t, kubectl, release, replicas)
 	var prom panelquery.Client
 	if s.prometheus {
 		prom = prometheusClient(t, kubectl)
 	}
 
-	host := release + "." + kubectl.Namespace + ".svc"
-	counts := "--backend-metrics=http://" + release + "-pods." + kubectl.Namespace + ".svc:2113/metrics"
-	// burst runs the demo client in a pod of the namespace. It may run on
-	// a goroutine of its own: it reports failures as its error.
-	burst := func(name string, extra ...string) (demoReport, error) {
-		args := append([]string{"--target=" + host + ":50052", counts, "--name=" + name, "--json",
-			fmt.Sprint("--requests=", replicaBurst), fmt.Sprint("--concurrency=", replicaBurst),
-			fmt.Sprint("--connections=", replicaConnections)}, extra...)
-		res, err := runClientPodE(t, s, kubectl, strings.ToLower(name)+"-"+strings.ToLower(random.UniqueId()), args...)
-		if err != nil {
-			return demoReport{}, err
-		}
-		var r demoReport
-		if err := json.Unmarshal([]byte(jsonOf(res.logs)), &r); err != nil || res.exitCode != 0 {
-			return r, fmt.Errorf("demo client (exit %d): %v\n%s", res.exitCode, err, res.logs)
-		}
-		return r, nil
-	}
-	mustBurst := func(t *testing.T, name string, extra ...string) demoReport {
-		t.Helper()
-		r, err := burst(name, extra...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	bursts := newSpreadBurster(s, kubectl, release, release+"-pods")
 
 	// A stream burst: 20 replies 50 ms apart, so the burst's callers join
 	// the stream through their pod's record, or replay a kept record.
@@ -109,21 +84,8 @@ func checkReplicas(t *testing.T, s settings) {
 		if s.prometheus {
 			waitForPodScrapes(t, prom, replicas)
 		}
-		before := podRequests(t, kubectl)
-		r := mustBurst(t, "peered")
-		end := time.Now()
-		metrics := podMetrics(t, kubectl)
-		peered = &spreadBurst{report: r, end: end, metrics: metrics}
-		after := requestsPerPod(metrics)
-		t.Logf("%d requests (%d errors) over %d pods: %d backend calls in total; per pod: %s", r.Requests, r.Errors, replicas, r.BackendCalls, perPod(before, after))
-		if r.Errors != 0 || r.BackendCalls != 1 {
-			t.Errorf("errors %d, backend calls %d; want 0 and 1", r.Errors, r.BackendCalls)
-		}
-		for pod, n := range after {
-			if served := n - before[pod]; served < replicaBurst/4 {
-				t.Errorf("pod %s served %v of the burst, want at least a quarter: the burst did not reach every pod", pod, served)
-			}
-		}
+		b := checkSpreadBurst(t, bursts, proxyPodSelector, "peered")
+		peered = &b
 	})
 
 	if s.prometheus {
@@ -136,7 +98,7 @@ func checkReplicas(t *testing.T, s settings) {
 	}
 
 	t.Run("a stream burst spread over three pods reads one backend stream", func(t *testing.T) {
-		r := mustBurst(t, "peered-streams", streamBurstArgs...)
+		r := bursts.must(t, "peered-streams", streamBurstArgs...)
 		t.Logf("%d StreamHellos calls (%d errors) over %d pods: %d backend streams in total", r.Requests, r.Errors, replicas, r.BackendCalls)
 		if r.Errors != 0 || r.BackendCalls != 1 {
 			t.Errorf("errors %d, backend streams %d; want 0 and 1", r.Errors, r.BackendCalls)
@@ -149,13 +111,13 @@ func checkReplicas(t *testing.T, s settings) {
 		off.SetValues["peers.enabled"] = "false"
 		helm.Upgrade(t, &off, s.chartDir, release)
 		waitForProxyPods(t, kubectl, replicas)
-		waitForEndpoints(t, kubectl, replicas)
-		r := mustBurst(t, "alone")
+		waitForEndpoints(t, kubectl, release, replicas)
+		r := bursts.must(t, "alone")
 		t.Logf("peers off: %d requests over %d pods, %d backend calls", r.Requests, replicas, r.BackendCalls)
 		if r.BackendCalls != replicas {
 			t.Errorf("backend calls %d, want %d: each pod collapses on its own", r.BackendCalls, replicas)
 		}
-		r = mustBurst(t, "alone-streams", streamBurstArgs...)
+		r = bursts.must(t, "alone-streams", streamBurstArgs...)
 		t.Logf("peers off: %d StreamHellos calls over %d pods, %d backend streams", r.Requests, replicas, r.BackendCalls)
 		if r.BackendCalls != replicas {
 			t.Errorf("backend streams %d, want %d: each pod replays on its own", r.BackendCalls, replicas)
@@ -177,7 +139,7 @@ func checkReplicas(t *testing.T, s settings) {
 		before := backendCount(t, metricsURL)
 		done := make(chan result, 1)
 		go func() {
-			r, err := burst("churn", "--requests=6000", "--concurrency=600", "--distinct")
+			r, err := bursts.run(t, "churn", "--requests=6000", "--concurrency=600", "--distinct")
 			done <- result{r, err}
 		}()
 		// Distinct keys, and the backend takes 3 s per call: ten waves of
@@ -253,8 +215,14 @@ func checkReplicas(t *testing.T, s settings) {
 // proxyPods returns the release's proxy pods that are not going away.
 func proxyPods(t *testing.T, kubectl *k8s.KubectlOptions) []corev1.Pod {
 	t.Helper()
+	return livePods(t, kubectl, proxyPodSelector)
+}
+
+// livePods returns the pods of selector that are not going away.
+func livePods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions) []corev1.Pod {
+	t.Helper()
 	var live []corev1.Pod
-	for _, p := range k8s.ListPods(t, kubectl, proxyPodSelector) {
+	for _, p := range k8s.ListPods(t, kubectl, selector) {
 		if p.DeletionTimestamp == nil {
 			live = append(live, p)
 		}
@@ -266,9 +234,16 @@ func proxyPods(t *testing.T, kubectl *k8s.KubectlOptions) []corev1.Pod {
 // all available with every container ready, and returns them.
 func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1.Pod {
 	t.Helper()
+	return waitForPods(t, kubectl, proxyPodSelector, n)
+}
+
+// waitForPods waits until exactly n pods of selector exist, none going
+// away, all available with every container ready, and returns them.
+func waitForPods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions, n int) []corev1.Pod {
+	t.Helper()
 	var pods []corev1.Pod
-	retry.DoWithRetry(t, fmt.Sprintf("%d proxy pods available", n), 150, 2*time.Second, func() (string, error) {
-		all := k8s.ListPods(t, kubectl, proxyPodSelector)
+	retry.DoWithRetry(t, fmt.Sprintf("%d pods %s available", n, selector.LabelSelector), 150, 2*time.Second, func() (string, error) {
+		all := k8s.ListPods(t, kubectl, selector)
 		pods = pods[:0]
 		for _, p := range all {
 			if p.DeletionTimestamp == nil && k8s.IsPodAvailable(&p) {
@@ -276,7 +251,7 @@ func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1
 			}
 		}
 		if len(pods) != n || len(all) != n {
-			return "", fmt.Errorf("%d proxy pods, %d available, want %d", len(all), len(pods), n)
+			return "", fmt.Errorf("%d pods, %d available, want %d", len(all), len(pods), n)
 		}
 		return "", nil
 	})
@@ -287,18 +262,19 @@ func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1
 // endpoints after they appear (its default minimum sync period is 1 s).
 const kubeProxySync = 3 * time.Second
 
-// waitForEndpoints waits until the release's Service lists n ready
-// endpoints and kube-proxy has had kubeProxySync to program them, so that
-// new connections to the Service spread over every pod.
-func waitForEndpoints(t *testing.T, kubectl *k8s.KubectlOptions, n int) {
+// waitForEndpoints waits until the Service lists n ready endpoints and
+// kube-proxy (and the cluster's DNS, for a headless Service) has had
+// kubeProxySync to program them, so that new connections to the Service
+// spread over every pod.
+func waitForEndpoints(t *testing.T, kubectl *k8s.KubectlOptions, service string, n int) {
 	t.Helper()
 	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var since time.Time
-	retry.DoWithRetry(t, fmt.Sprintf("%d ready endpoints of service %s", n, release), 60, time.Second, func() (string, error) {
-		list, err := clientset.DiscoveryV1().EndpointSlices(kubectl.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + release})
+	retry.DoWithRetry(t, fmt.Sprintf("%d ready endpoints of service %s", n, service), 60, time.Second, func() (string, error) {
+		list, err := clientset.DiscoveryV1().EndpointSlices(kubectl.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 		if err != nil {
 			return "", err
 		}
@@ -324,29 +300,18 @@ func waitForEndpoints(t *testing.T, kubectl *k8s.KubectlOptions, n int) {
 	})
 }
 
-// podRequests returns each proxy pod's count of the requests its sidecar
-// answered (collapser_requests_total, every method and outcome).
-func podRequests(t *testing.T, kubectl *k8s.KubectlOptions) map[string]float64 {
-	t.Helper()
-	return requestsPerPod(podMetrics(t, kubectl))
-}
+// sidecarMetricsPort is the sidecar's metrics port, the chart's and an
+// injected sidecar's by default.
+const sidecarMetricsPort = 2112
 
-// requestsPerPod sums each pod's collapser_requests_total.
-func requestsPerPod(metrics map[string]map[string]*dto.MetricFamily) map[string]float64 {
-	counts := map[string]float64{}
-	for pod, families := range metrics {
-		counts[pod] = counterSum(families["collapser_requests_total"], nil)
-	}
-	return counts
-}
-
-// podMetrics returns each proxy pod's sidecar metrics, by pod name.
-func podMetrics(t *testing.T, kubectl *k8s.KubectlOptions) map[string]map[string]*dto.MetricFamily {
+// podMetrics returns the metrics each pod of selector serves on port, by
+// pod name.
+func podMetrics(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions, port int) map[string]map[string]*dto.MetricFamily {
 	t.Helper()
 	metrics := map[string]map[string]*dto.MetricFamily{}
 	client := &http.Client{Timeout: 10 * time.Second}
-	for _, p := range proxyPods(t, kubectl) {
-		tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, p.Name, 0, 2112)
+	for _, p := range livePods(t, kubectl, selector) {
+		tunnel := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, p.Name, 0, port)
 		tunnel.ForwardPort(t)
 		resp, err := client.Get("http://" + tunnel.Endpoint() + "/metrics")
 		if err != nil {
@@ -365,8 +330,9 @@ func podMetrics(t *testing.T, kubectl *k8s.KubectlOptions) map[string]map[string
 	return metrics
 }
 
-// counterSum adds up the counters of mf whose labels include match.
-func counterSum(mf *dto.MetricFamily, match map[string]string) float64 {
+// sampleSum adds up the values of mf's counters or gauges whose labels
+// include match.
+func sampleSum(mf *dto.MetricFamily, match map[string]string) float64 {
 	var sum float64
 	for _, m := range mf.GetMetric() {
 		labels := map[string]string{}
@@ -378,25 +344,8 @@ func counterSum(mf *dto.MetricFamily, match map[string]string) float64 {
 			matches = matches && labels[name] == value
 		}
 		if matches {
-			sum += m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum
-}
-
-// perPod prints what each pod served between two podRequests.
-func perPod(before, after map[string]float64) string {
-	var parts []string
-	for pod, n := range after {
-		parts = append(parts, fmt.Sprintf("%s %v", pod, n-before[pod]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// jsonOf returns the JSON object in a client pod's log.
-func jsonOf(logs string) string {
-	if i := strings.Index(logs, "{"); i >= 0 {
-		return logs[i:]
-	}
-	return logs
 }

@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gruntwork-io/terratest/modules/k8s"
+	"github.com/gruntwork-io/terratest/modules/random"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// spreadBurster sends bursts of identical calls spread over the pods
+// behind a Service, from a demo client pod in their namespace: kube-proxy
+// picks a pod per connection. It counts the backend calls at every pod:
+// the name of a headless Service that selects them resolves to all of them.
+type spreadBurster struct {
+	s       settings
+	kubectl *k8s.KubectlOptions
+	target  string // host:port of the Service's gRPC port (the sidecars)
+	counts  string // --backend-metrics: every pod's backend, through the headless Service
+}
+
+// newSpreadBurster sends bursts to service's port 50052 and counts them at
+// port 2113 of the pods headless selects, both in kubectl's namespace.
+func newSpreadBurster(s settings, kubectl *k8s.KubectlOptions, service, headless string) spreadBurster {
+	ns := kubectl.Namespace
+	return spreadBurster{
+		s:       s,
+		kubectl: kubectl,
+		target:  fmt.Sprintf("%s.%s.svc:50052", service, ns),
+		counts:  fmt.Sprintf("http://%s.%s.svc:2113/metrics", headless, ns),
+	}
+}
+
+// run sends replicaBurst calls named name over replicaConnections
+// connections, with the demo client's extra flags, and returns its report.
+// It may run on a goroutine of its own: it reports failures as its error.
+func (b spreadBurster) run(t *testing.T, name string, extra ...string) (demoReport, error) {
+	args := append([]string{"--target=" + b.target, "--backend-metrics=" + b.counts, "--name=" + name, "--json",
+		fmt.Sprint("--requests=", replicaBurst), fmt.Sprint("--concurrency=", replicaBurst),
+		fmt.Sprint("--connections=", replicaConnections)}, extra...)
+	res, err := runClientPodE(t, b.s, b.kubectl, strings.ToLower(name)+"-"+strings.ToLower(random.UniqueId()), args...)
+	if err != nil {
+		return demoReport{}, err
+	}
+	var r demoReport
+	if err := json.Unmarshal([]byte(jsonOf(res.logs)), &r); err != nil || res.exitCode != 0 {
+		return r, fmt.Errorf("demo client (exit %d): %v\n%s", res.exitCode, err, res.logs)
+	}
+	return r, nil
+}
+
+// must is run, failing the test if the burst fails.
+func (b spreadBurster) must(t *testing.T, name string, extra ...string) demoReport {
+	t.Helper()
+	r, err := b.run(t, name, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// checkSpreadBurst sends b's burst named name and checks, from the
+// backends' own counts summed over the pods, that it made one backend
+// call without an error, and, from their sidecars' own counts, that it
+// reached every pod of selector (a quarter of it at least each). It
+// returns the burst and the sidecars' metrics after it.
+func checkSpreadBurst(t *testing.T, b spreadBurster, selector metav1.ListOptions, name string) spreadBurst {
+	t.Helper()
+	before := requestsPerPod(podMetrics(t, b.kubectl, selector, sidecarMetricsPort))
+	r := b.must(t, name)
+	end := time.Now()
+	metrics := podMetrics(t, b.kubectl, selector, sidecarMetricsPort)
+	after := requestsPerPod(metrics)
+	t.Logf("%d requests (%d errors) over %d pods: %d backend calls in total; per pod: %s", r.Requests, r.Errors, len(after), r.BackendCalls, perPod(before, after))
+	if r.Errors != 0 || r.BackendCalls != 1 {
+		t.Errorf("errors %d, backend calls %d; want 0 and 1", r.Errors, r.BackendCalls)
+	}
+	for pod, n := range after {
+		if served := n - before[pod]; served < replicaBurst/4 {
+			t.Errorf("pod %s served %v of the burst, want at least a quarter: the burst did not reach every pod", pod, served)
+		}
+	}
+	return spreadBurst{report: r, end: end, metrics: metrics}
+}
+
+// requestsPerPod sums each pod's collapser_requests_total: the requests
+// its sidecar answered, every method and outcome.
+func requestsPerPod(metrics map[string]map[string]*dto.MetricFamily) map[string]float64 {
+	counts := map[string]float64{}
+	for pod, families := range metrics {
+		counts[pod] = sampleSum(families["collapser_requests_total"], nil)
+	}
+	return counts
+}
+
+// perPod prints what each pod served between two requestsPerPod.
+func perPod(before, after map[string]float64) string {
+	var parts []string
+	for pod, n := range after {
+		parts = append(parts, fmt.Sprintf("%s %v", pod, n-before[pod]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// jsonOf returns the JSON object in a client pod's log.
+func jsonOf(logs string) string {
+	if i := strings.Index(logs, "{"); i >= 0 {
+		return logs[i:]
+	}
+	return logs
+}
