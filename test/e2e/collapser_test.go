@@ -34,16 +34,20 @@ var proxyPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/inst
 // that the dashboard, evaluated through Prometheus as Grafana would, shows
 // the burst exactly, that replies are never shared across credentials, that
 // the sidecar is the only way to the backend from another namespace, is
-// scraped by Prometheus, passes helm test (whose pod is then deleted) and
-// takes a new TTL on upgrade.
+// scraped by Prometheus, passes helm test (whose pod is then deleted), that
+// the release's sidecar injector puts the sidecar in front of workloads of
+// their own (checkInjector), and that the release takes a new TTL on
+// upgrade, after which the injector still admits pods.
 //
 // The subtests share one release on purpose: an install with Prometheus
 // takes about a minute on kind, and every subtest counts only what its own
 // load did (the backend's count before and after it, through the demo
-// client), so one that fails leaves the next one's measure intact. Two
+// client), so one that fails leaves the next one's measure intact. Three
 // depend on an earlier one and say so when it did not run: the dashboard
-// check reads the burst's report, and the upgrade replaces the installed
-// pod. The replicas test installs a release of its own.
+// check reads the burst's report, the upgrade replaces the installed pod,
+// and the admission after it needs the upgrade. The replicas test installs
+// a release of its own (without an injector: its webhook configuration is
+// cluster-wide); the injector's workloads get a namespace of their own.
 func TestCollapserOnKind(t *testing.T) {
 	s := loadSettings(t)
 	ensureCluster(t, s)
@@ -51,6 +55,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	namespace := "collapser-e2e-" + strings.ToLower(random.UniqueId())
 	kubectl := restrictedNamespace(t, s, namespace)
+	deleteInjectorClusterObjects(t, kubectl)
 
 	opts := helmOptions(s, kubectl, cacheTTL)
 	helm.Install(t, opts, s.chartDir, release)
@@ -129,9 +134,15 @@ func TestCollapserOnKind(t *testing.T) {
 		checkReplicas(t, s)
 	})
 
+	t.Run("the injector puts the sidecar in front of workloads the chart did not render", func(t *testing.T) {
+		checkInjector(t, s, kubectl)
+	})
+
+	upgraded := false
 	t.Run("upgrade with a new TTL rolls the pod and the TTL takes effect", func(t *testing.T) {
 		const newTTL = 30 * time.Second
 		helm.Upgrade(t, helmOptions(s, kubectl, newTTL), s.chartDir, release)
+		upgraded = true
 		newPod := waitForProxyPod(t, kubectl, podName)
 		t.Logf("pod %s replaced by %s", podName, newPod)
 
@@ -145,12 +156,25 @@ func TestCollapserOnKind(t *testing.T) {
 			t.Errorf("backend calls: %d then %d, want 1 then 0 (served from the 30s cache)", first.BackendCalls, second.BackendCalls)
 		}
 	})
+
+	t.Run("after the upgrade the injector still admits pods with the sidecar", func(t *testing.T) {
+		if !upgraded {
+			t.Fatal("the upgrade did not run")
+		}
+		// The chart leaves the webhook's caBundle to the injector, and
+		// the upgrade replaced the injector's pods: its sidecar template
+		// changed with the TTL. A namespace of its own: the webhook skips
+		// the release's.
+		probe := restrictedNamespace(t, s, "collapser-upgraded-"+strings.ToLower(random.UniqueId()))
+		checkAdmitted(t, s, probe, "after-upgrade")
+	})
 }
 
 // helmOptions installs the project's images (never pulled), a slow backend,
 // the given TTL, a policy that replays StreamHellos and keeps its ended
-// streams for streamHeld, and, when enabled, Prometheus; Grafana stays off
-// (no image here; its manifests are covered by the render tests).
+// streams for streamHeld, the sidecar injector, and, when enabled,
+// Prometheus; Grafana stays off (no image here; its manifests are covered
+// by the render tests).
 func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *helm.Options {
 	promRepo, promTag, _ := strings.Cut(s.prometheusImage, ":")
 	values := map[string]string{
@@ -163,6 +187,10 @@ func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *he
 		"tests.image.repository":     imageRepoPrefix + "/democlient",
 		"tests.image.tag":            s.imageTag,
 		"tests.image.pullPolicy":     "Never",
+		"injector.enabled":           "true",
+		"injector.image.repository":  imageRepoPrefix + "/collapser-injector",
+		"injector.image.tag":         s.imageTag,
+		"injector.image.pullPolicy":  "Never",
 		"backend.latency":            backendLatency.String(),
 		"collapser.config.cacheTTL":  ttl.String(),
 		"grafana.enabled":            "false",

@@ -6,6 +6,14 @@
 // would (package panelquery) and compared with the demo's report and that
 // counter.
 //
+// The release also runs the sidecar injector: workloads of its own, built
+// as typed objects (injectorworkloads_test.go) from the project's images,
+// get the sidecar in a namespace of their own, and the checks read what
+// really happened (the pods' containers, the Service's EndpointSlices, the
+// backends' own counts, the injector's metrics). go test -v prints each
+// subtest's duration; the injector's check logs its admissions and their
+// latency.
+//
 // They run only when COLLAPSER_E2E=1 (make e2e sets it), so that go test
 // ./... in this module stays a unit-test run. Settings, all optional:
 //
@@ -20,5 +28,10 @@
 //	                     must be in the local docker
 //	KIND                 the kind binary (kind on PATH)
 //
-// helm must be on PATH (Terratest's helm module runs it).
+// helm must be on PATH (Terratest's helm module runs it). A run that was
+// interrupted leaves its namespaces (collapser-*) and the injector's
+// cluster-scoped objects behind; on a kept cluster, delete them first:
+//
+//	kubectl delete mutatingwebhookconfigurations,clusterroles,clusterrolebindings \
+//	  -l app.kubernetes.io/instance=collapser,app.kubernetes.io/component=injector
 package e2e

@@ -65,6 +65,9 @@ func checkReplicas(t *testing.T, s settings) {
 	opts := helmOptions(s, kubectl, cacheTTL)
 	opts.SetValues["replicaCount"] = fmt.Sprint(replicas)
 	opts.SetValues["tests.enabled"] = "false"
+	// The injector's webhook configuration is cluster-wide: the first
+	// release's injector serves the cluster.
+	opts.SetValues["injector.enabled"] = "false"
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
 	waitForEndpoints(t, kubectl, release, replicas)

@@ -27,7 +27,7 @@ const imageRepoPrefix = "collapser"
 // projectImages are the images scripts/images.sh builds.
 func (s settings) projectImages() []string {
 	var images []string
-	for _, name := range []string{"collapser", "hello-backend", "democlient"} {
+	for _, name := range []string{"collapser", "hello-backend", "democlient", "collapser-injector"} {
 		images = append(images, imageRepoPrefix+"/"+name+":"+s.imageTag)
 	}
 	return images
