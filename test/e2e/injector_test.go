@@ -74,7 +74,7 @@ func (c *injectorChecks) deploymentBurst(t *testing.T) {
 	if grpcPort != 50052 {
 		t.Fatalf("service %s's grpc port reaches port %d of pod %s, want the sidecar's 50052", helloApp, grpcPort, pod.Name)
 	}
-	waitForCollapsing(t, c.kubectl, appSelector(helloApp))
+	checkCollapsing(t, c.kubectl, appSelector(helloApp))
 	// To the pod the Service's EndpointSlice names, at the port it names:
 	// Terratest's tunnel to a Service resolves a named targetPort only
 	// among a pod's containers, not its init containers (native sidecars).
@@ -128,7 +128,7 @@ func (c *injectorChecks) peersCollapse(t *testing.T) {
 	}
 	waitForEndpoints(t, c.kubectl, peersService, replicas)
 	waitForEndpoints(t, c.kubectl, peersApp, replicas)
-	waitForCollapsing(t, c.kubectl, appSelector(peersApp))
+	checkCollapsing(t, c.kubectl, appSelector(peersApp))
 	checkSpreadBurst(t, newSpreadBurster(c.s, c.kubectl, peersApp, peersService), appSelector(peersApp), "injected-peers")
 }
 
@@ -198,23 +198,20 @@ func (c *injectorChecks) renewalKeepsAdmitting(t *testing.T) {
 	c.injected++
 }
 
-// waitForCollapsing waits until the sidecar of every pod of selector
+// checkCollapsing checks that the sidecar of every pod of selector, ready,
 // collapses SayHello, by its collapser_method_rule_info. A sidecar learns
-// its backend's methods from the backend's reflection, and until then
-// passes calls through, as it would a write: a native sidecar starts
-// before its app, so its first attempts fail, and it tries again with a
-// backoff, seconds after the pod is ready.
-func waitForCollapsing(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions) {
+// its backend's methods from the backend's reflection, and until then would
+// pass calls through, as it would a write; a native sidecar starts before
+// its app, so its first attempts fail: the sidecar is not ready until it
+// has learned them, so a ready pod collapses from its first call.
+func checkCollapsing(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions) {
 	t.Helper()
 	rule := map[string]string{"method": sayHello, "action": "collapse"}
-	retry.DoWithRetry(t, "every sidecar collapses "+sayHello, 60, time.Second, func() (string, error) {
-		for pod, families := range podMetrics(t, kubectl, selector, sidecarMetricsPort) {
-			if sampleSum(families["collapser_method_rule_info"], rule) != 1 {
-				return "", fmt.Errorf("the sidecar of pod %s does not collapse %s yet", pod, sayHello)
-			}
+	for pod, families := range podMetrics(t, kubectl, selector, sidecarMetricsPort) {
+		if sampleSum(families["collapser_method_rule_info"], rule) != 1 {
+			t.Errorf("the sidecar of ready pod %s does not collapse %s", pod, sayHello)
 		}
-		return "", nil
-	})
+	}
 }
 
 // checkAdmitted creates an annotated pod named name in kubectl's

@@ -23,12 +23,14 @@ const (
 
 // Watch probes the backend every interval (grpc.health.v1 Check with a timeout;
 // Unimplemented still means reachable) and sets srv's overall ("") status SERVING /
-// NOT_SERVING; returns when ctx ends (sets NOT_SERVING first).
+// NOT_SERVING; returns when ctx ends (sets NOT_SERVING first). A reachable
+// backend makes the sidecar SERVING only once ready, the sidecar's own
+// readiness (nil: ready), returns nil.
 //
 // The first probe runs at once. A probe times out after min(interval, 1s);
 // an interval <= 0 means 1s. Only changes of status are logged: Info for
 // SERVING, Warn for NOT_SERVING. A nil logger discards.
-func Watch(ctx context.Context, backend grpc.ClientConnInterface, srv *health.Server, interval time.Duration, logger *slog.Logger) {
+func Watch(ctx context.Context, backend grpc.ClientConnInterface, srv *health.Server, interval time.Duration, ready func() error, logger *slog.Logger) {
 	if interval <= 0 {
 		interval = defaultInterval
 	}
@@ -47,13 +49,18 @@ func Watch(ctx context.Context, backend grpc.ClientConnInterface, srv *health.Se
 	last := healthpb.HealthCheckResponse_UNKNOWN
 	for {
 		current, reason := probe(ctx, client, timeout)
+		if current == healthpb.HealthCheckResponse_SERVING && ready != nil {
+			if err := ready(); err != nil {
+				current, reason = healthpb.HealthCheckResponse_NOT_SERVING, err.Error()
+			}
+		}
 		if current != last && ctx.Err() == nil {
 			// Logged before it is served: whoever sees the new status can
 			// find the line that says why.
 			if current == healthpb.HealthCheckResponse_SERVING {
 				logger.Info("backend reachable: sidecar health SERVING", "reason", reason)
 			} else {
-				logger.Warn("backend unreachable or unhealthy: sidecar health NOT_SERVING", "reason", reason)
+				logger.Warn("backend unreachable or unhealthy, or sidecar not ready: sidecar health NOT_SERVING", "reason", reason)
 			}
 			srv.SetServingStatus("", current)
 			last = current

@@ -2,6 +2,7 @@ package backendhealth
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"slices"
@@ -74,13 +75,19 @@ func (b *backend) stop() {
 // until the returned stop is called; stop waits for Watch to return.
 func watch(t *testing.T, cc grpc.ClientConnInterface, initial healthpb.HealthCheckResponse_ServingStatus, logs *logrecorder.Recorder) (*health.Server, func()) {
 	t.Helper()
+	return watchReady(t, cc, initial, nil, logs)
+}
+
+// watchReady is watch with the sidecar's own readiness.
+func watchReady(t *testing.T, cc grpc.ClientConnInterface, initial healthpb.HealthCheckResponse_ServingStatus, ready func() error, logs *logrecorder.Recorder) (*health.Server, func()) {
+	t.Helper()
 	sidecar := health.NewServer()
 	sidecar.SetServingStatus("", initial)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Watch(ctx, cc, sidecar, interval, slog.New(logs))
+		Watch(ctx, cc, sidecar, interval, ready, slog.New(logs))
 	}()
 	stop := func() {
 		cancel()
@@ -178,4 +185,22 @@ func TestWatch_ContextEndReturnsNotServing(t *testing.T) {
 	if n := logs.Count(slog.LevelInfo, "sidecar stopping", "", ""); n != 1 {
 		t.Errorf("stop logged %d times, want once", n)
 	}
+}
+
+func TestWatch_ServingOnlyOnceTheSidecarIsReady(t *testing.T) {
+	b, cc := startBackend(t, true)
+	var ready atomic.Bool
+	sidecar, _ := watchReady(t, cc, healthpb.HealthCheckResponse_NOT_SERVING, func() error {
+		if !ready.Load() {
+			return errors.New("method kinds not learned yet")
+		}
+		return nil
+	}, &logrecorder.Recorder{})
+	// Three probes found the backend serving, and the sidecar not ready.
+	testkit.WaitFor(t, "three probes", func() bool { return b.checks.Load() >= 3 })
+	if got := sidecarStatus(t, sidecar); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("sidecar status %v before it is ready, want NOT_SERVING", got)
+	}
+	ready.Store(true)
+	waitForStatus(t, sidecar, healthpb.HealthCheckResponse_SERVING)
 }

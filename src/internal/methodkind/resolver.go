@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -52,6 +54,9 @@ type Resolver struct {
 	interval      time.Duration
 	logger        *slog.Logger
 	wake          chan struct{} // capacity 1: Method asks Run for a refresh
+	// settled is set once reflection has answered (with the kinds, or that
+	// the backend serves none), or at once without UseReflection.
+	settled atomic.Bool
 }
 
 // NewResolver loads the descriptor set and the unary method list now; errors
@@ -78,6 +83,7 @@ func NewResolver(o Options) (*Resolver, error) {
 	if r.interval == 0 {
 		r.interval = DefaultRefreshInterval
 	}
+	r.settled.Store(!o.UseReflection)
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,6 +107,18 @@ func (r *Resolver) Method(fullMethod string) Method {
 	default: // a refresh is already requested
 	}
 	return Method{}
+}
+
+// Ready returns nil once what reflection teaches is known: the backend
+// answered it (or said it serves no reflection, or answered with an error
+// of another kind than a connection's), or reflection is not used.
+// Until then a call of a method known from reflection only would pass
+// through uncollapsed, so the sidecar is not ready.
+func (r *Resolver) Ready() error {
+	if r.settled.Load() {
+		return nil
+	}
+	return errors.New("method kinds not learned from the backend's reflection yet: calls would pass through uncollapsed")
 }
 
 // Methods returns the names of every method known now, sorted.
@@ -128,6 +146,7 @@ func (r *Resolver) Run(ctx context.Context) {
 	}
 	timer := time.NewTimer(0) // the first refresh is immediate
 	defer timer.Stop()
+	due := time.Now()  // when timer fires
 	pending := true    // a refresh is due when timer fires
 	var next time.Time // earliest start of the next refresh after a success
 	retry := firstRetryDelay
@@ -138,14 +157,27 @@ func (r *Resolver) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
-			if !pending {
+			switch {
+			case !pending:
 				pending = true
-				timer.Reset(time.Until(next))
+				due = next
+				timer.Reset(time.Until(due))
+			case retrying && time.Until(due) > firstRetryDelay:
+				// A call is waiting for what reflection would teach: try
+				// again soon rather than at the end of a long backoff.
+				retry = firstRetryDelay
+				due = time.Now().Add(retry)
+				timer.Reset(retry)
 			}
 		case <-timer.C:
 			err := r.refresh(ctx)
 			if ctx.Err() != nil {
 				return
+			}
+			if err != nil && answered(err) && !errors.Is(err, errNoReflection) {
+				// The backend answered, but not with kinds it can teach: wait
+				// no longer for them to be ready; its methods pass through.
+				r.settled.Store(true)
 			}
 			if err != nil && !errors.Is(err, errNoReflection) {
 				if retrying {
@@ -154,6 +186,7 @@ func (r *Resolver) Run(ctx context.Context) {
 					r.logger.Info("cannot learn method kinds from backend reflection yet; retrying", "error", err)
 				}
 				retrying = true
+				due = time.Now().Add(retry)
 				timer.Reset(retry)
 				retry = min(2*retry, r.interval)
 				continue
@@ -163,12 +196,23 @@ func (r *Resolver) Run(ctx context.Context) {
 				r.logger.Warn("method kinds cannot be learned: "+err.Error(), "hint",
 					"enable server reflection on the backend, or set COLLAPSER_COLLAPSE_METHODS or COLLAPSER_DESCRIPTOR_SET")
 			}
+			r.settled.Store(true)
 			retrying = false
 			retry = firstRetryDelay
 			pending = false
 			next = time.Now().Add(r.interval)
 		}
 	}
+}
+
+// answered reports whether a failed refresh reached the backend: not
+// when the connection is down or the backend too slow.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	}
+	return true
 }
 
 // refresh replaces the learned kinds with what reflection reports now.

@@ -3,6 +3,8 @@ package methodkind
 import (
 	"context"
 	"errors"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"log/slog"
 	"net"
 	"slices"
@@ -66,6 +68,7 @@ func TestResolver_BackendWithoutReflectionLeavesMethodsUnknownAndLogsItOnce(t *t
 	}
 	runResolver(t, r)
 	testkit.WaitFor(t, "missing reflection reported", func() bool { return logs.Count(slog.LevelWarn, "method kinds cannot be learned", "", "") == 1 })
+	testkit.WaitFor(t, "ready: the backend said it serves no reflection", func() bool { return r.Ready() == nil })
 	for range 3 {
 		if got := r.Method(sayHello).Kind; got != Unknown {
 			t.Fatalf("Kind(%s) = %v, want unknown", sayHello, got)
@@ -96,10 +99,14 @@ func TestResolver_LearnsFromBackendThatStartsAfterRun(t *testing.T) {
 	if got := r.Method(sayHello).Kind; got != Unknown {
 		t.Fatalf("before the backend starts: Kind = %v, want unknown", got)
 	}
+	if r.Ready() == nil {
+		t.Error("Ready before reflection answered, want an error: calls would pass through")
+	}
 
 	(&testkit.Greeter{Services: registerBoth}).Serve(t, lis)
 	up.Store(true)
 	testkit.WaitFor(t, "SayHello learned", func() bool { return r.Method(sayHello).Kind == Unary })
+	testkit.WaitFor(t, "ready", func() bool { return r.Ready() == nil })
 }
 
 // changingServices hides the server's services until shown, like a backend
@@ -196,4 +203,24 @@ func TestResolver_RunWithoutReflectionReturnsWhenContextEnds(t *testing.T) {
 	}
 	runResolver(t, r) // checks, when the test ends, that Run returns
 	r.Method(chat)    // wakes nobody, must not block
+	if err := r.Ready(); err != nil {
+		t.Errorf("Ready without reflection: %v, want nil", err)
+	}
+}
+
+func TestAnswered_OnlyAConnectionFailureLeavesReflectionUnanswered(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{status.Error(codes.Unavailable, "connection refused"), false},
+		{status.Error(codes.DeadlineExceeded, "slow"), false},
+		{status.Error(codes.Canceled, "stopping"), false},
+		{status.Error(codes.Internal, "broken descriptor"), true},
+		{status.Error(codes.PermissionDenied, "reflection needs a token"), true},
+	} {
+		if got := answered(tt.err); got != tt.want {
+			t.Errorf("answered(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
 }

@@ -296,7 +296,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	failed := make(chan error, 4)
 	wg.Go(func() { s.resolver.Run(ctx) })
 	wg.Go(func() { s.policy.Run(ctx, 0) })
-	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.logger) })
+	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.resolver.Ready, s.logger) })
 	wg.Go(func() {
 		if err := s.server.Serve(s.limits.Listener(grpcLis)); err != nil {
 			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
