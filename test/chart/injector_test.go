@@ -23,6 +23,7 @@ type sidecarTemplate struct {
 	ClusterDomain string           `json:"clusterDomain"`
 	PeerPort      int32            `json:"peerPort"`
 	PolicyDir     string           `json:"policyDir"`
+	PeerTokenDir  string           `json:"peerTokenDir"`
 }
 
 // perPod are what the injector sets per pod, from annotations, and the chart
@@ -77,8 +78,9 @@ func TestRender_InjectorTemplateIsTheChartsSidecar(t *testing.T) {
 			if tt.file != "" {
 				wantDomain, wantPort = values["clusterDomain"].(string), 6000
 			}
-			if tmpl.ClusterDomain != wantDomain || tmpl.PeerPort != wantPort || tmpl.PolicyDir != "/etc/collapser/policy" {
-				t.Errorf("clusterDomain %q, peerPort %d, policyDir %q; want %q, %d and the chart's policy directory", tmpl.ClusterDomain, tmpl.PeerPort, tmpl.PolicyDir, wantDomain, wantPort)
+			if tmpl.ClusterDomain != wantDomain || tmpl.PeerPort != wantPort || tmpl.PolicyDir != "/etc/collapser/policy" || tmpl.PeerTokenDir != "/etc/collapser/peer-token" {
+				t.Errorf("clusterDomain %q, peerPort %d, policyDir %q, peerTokenDir %q; want %q, %d and the chart's policy and peer token directories",
+					tmpl.ClusterDomain, tmpl.PeerPort, tmpl.PolicyDir, tmpl.PeerTokenDir, wantDomain, wantPort)
 			}
 		})
 	}

@@ -87,6 +87,7 @@ collapser.io/policy-configmap), and the values those settings are made from.
 clusterDomain: {{ .Values.clusterDomain | quote }}
 peerPort: {{ .Values.peers.port }}
 policyDir: {{ include "collapser.policyDir" . | quote }}
+peerTokenDir: {{ include "collapser.peerTokenDir" . | quote }}
 container:
   {{- include "collapser.sidecarContainer" $context | nindent 2 }}
 {{- end }}

@@ -32,6 +32,12 @@ const (
 	// AnnotationPeerPort is the port peers forward calls to, named
 	// PeerPortName, with AnnotationPeers. Default: the template's.
 	AnnotationPeerPort = prefix + "peer-port"
+	// AnnotationPeerTokenSecret names a Secret in the pod's namespace whose
+	// key token is the workload's peer token, with AnnotationPeers: a purge
+	// sent to one sidecar then reaches every replica, whose peer port takes
+	// it only with the token. Default: none, and purges stay on the
+	// replica they are sent to.
+	AnnotationPeerTokenSecret = prefix + "peer-token-secret"
 	// AnnotationPolicy names a ConfigMap in the pod's namespace whose
 	// policy.yaml is the sidecar's per-method policy. Default: none.
 	AnnotationPolicy = prefix + "policy-configmap"
@@ -55,6 +61,7 @@ type settings struct {
 	metricsPort int32
 	peerPort    int32
 	peers       string
+	peerToken   string
 	policy      string
 	cacheTTL    string
 }
@@ -71,6 +78,13 @@ var annotationParsers = map[string]func(s *settings, v string) (accepted string)
 			return "the name of a headless Service in the pod's namespace (a DNS-1035 label)"
 		}
 		s.peers = v
+		return ""
+	},
+	AnnotationPeerTokenSecret: func(s *settings, v string) string {
+		if len(validation.IsDNS1123Subdomain(v)) > 0 {
+			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) whose key token is the peer token"
+		}
+		s.peerToken = v
 		return ""
 	},
 	AnnotationPolicy: func(s *settings, v string) string {
@@ -121,8 +135,16 @@ func parseSettings(annotations map[string]string) (settings, []string, []string)
 			rejections = append(rejections, fmt.Sprintf("annotation %s: %q is not valid; want %s", name, v, accepted))
 		}
 	}
-	if s.peerPort != 0 && s.peers == "" {
-		warnings = append(warnings, fmt.Sprintf("annotation %s is ignored without %s", AnnotationPeerPort, AnnotationPeers))
+	for _, a := range []struct {
+		name string
+		set  bool
+	}{{AnnotationPeerPort, s.peerPort != 0}, {AnnotationPeerTokenSecret, s.peerToken != ""}} {
+		if a.set && s.peers == "" {
+			warnings = append(warnings, fmt.Sprintf("annotation %s is ignored without %s", a.name, AnnotationPeers))
+		}
+	}
+	if s.peers != "" && s.peerToken == "" {
+		warnings = append(warnings, fmt.Sprintf("without %s, a purge sent to one sidecar takes back only its own replica's answers", AnnotationPeerTokenSecret))
 	}
 	return s, rejections, warnings
 }

@@ -11,6 +11,7 @@ const (
 	envPeers         = "COLLAPSER_PEERS"
 	envPeerListen    = "COLLAPSER_PEER_LISTEN"
 	envPolicyFile    = "COLLAPSER_POLICY_FILE"
+	envPeerTokenFile = "COLLAPSER_PEER_TOKEN_FILE"
 )
 
 // envAdminListen is where the sidecar serves its admin service: injection

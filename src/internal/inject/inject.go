@@ -46,6 +46,13 @@ const (
 	policyFile   = "policy.yaml"
 )
 
+// peerTokenVolume is the name of the volume of the peer token Secret, and
+// peerTokenKey the key, and file, the sidecar reads.
+const (
+	peerTokenVolume = "collapser-peer-token"
+	peerTokenKey    = "token"
+)
+
 // A native sidecar's startup probe: the liveness probe's check (the sidecar
 // serves, whatever its backend's state: the app starts only after it),
 // tried every second for up to startupFailureThreshold seconds.
@@ -117,11 +124,19 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 		patch = append(patch, appendOp("/spec/containers", len(pod.Spec.Containers), c))
 		warnings = append(warnings, "the collapser sidecar is an ordinary container (no native sidecars here): the app may start before it serves, and a Job's pod does not complete while it runs")
 	}
+	var volumes []corev1.Volume
 	if s.policy != "" {
-		v := corev1.Volume{Name: policyVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		volumes = append(volumes, corev1.Volume{Name: policyVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: s.policy},
-		}}}
-		patch = append(patch, appendOp("/spec/volumes", len(pod.Spec.Volumes), v))
+		}}})
+	}
+	if s.peers != "" && s.peerToken != "" {
+		volumes = append(volumes, corev1.Volume{Name: peerTokenVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: s.peerToken, Items: []corev1.KeyToPath{{Key: peerTokenKey, Path: peerTokenKey}},
+		}}})
+	}
+	for i, v := range volumes {
+		patch = append(patch, appendOp("/spec/volumes", len(pod.Spec.Volumes)+i, v))
 	}
 	return Result{Patch: patch, Warnings: warnings}, nil
 }
@@ -176,6 +191,10 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PeerPortName, ContainerPort: peerPort, Protocol: corev1.ProtocolTCP})
 		setEnv(&c, envPeers, fmt.Sprintf("dns:///%s.%s.svc.%s:%d", s.peers, namespace, t.ClusterDomain, peerPort))
 		setEnv(&c, envPeerListen, fmt.Sprintf(":%d", peerPort))
+		if s.peerToken != "" {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: peerTokenVolume, MountPath: t.PeerTokenDir, ReadOnly: true})
+			setEnv(&c, envPeerTokenFile, path.Join(t.PeerTokenDir, peerTokenKey))
+		}
 	}
 	if s.policy != "" {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: policyVolume, MountPath: t.PolicyDir, ReadOnly: true})

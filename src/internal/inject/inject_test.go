@@ -159,6 +159,24 @@ func TestInject_Annotations(t *testing.T) {
 				t.Errorf("peers %q, peer port %d, listen %q; want 6000", env(c, envPeers), port(c, PeerPortName), env(c, envPeerListen))
 			}
 		}},
+		{"peers and peer-token-secret", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if got := env(c, envPeerTokenFile); got != "/etc/collapser/peer-token/token" {
+				t.Errorf("%s = %q", envPeerTokenFile, got)
+			}
+			wantMount := corev1.VolumeMount{Name: peerTokenVolume, MountPath: "/etc/collapser/peer-token", ReadOnly: true}
+			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
+				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
+			}
+			if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Secret == nil || pod.Spec.Volumes[0].Secret.SecretName != "app-peer-token" ||
+				!reflect.DeepEqual(pod.Spec.Volumes[0].Secret.Items, []corev1.KeyToPath{{Key: "token", Path: "token"}}) {
+				t.Errorf("volumes = %+v, want the Secret app-peer-token's key token", pod.Spec.Volumes)
+			}
+		}},
+		{"peer-token-secret without peers", with(AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if env(c, envPeerTokenFile) != "<unset>" || len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 {
+				t.Errorf("a token without peers mounted %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
+			}
+		}},
 		{"policy-configmap", with(AnnotationPolicy, "app-policy"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
 			if got := env(c, envPolicyFile); got != "/etc/collapser/policy/policy.yaml" {
 				t.Errorf("%s = %q", envPolicyFile, got)
@@ -180,8 +198,17 @@ func TestInject_Annotations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.name != "backend-port" && len(res.Warnings) != 1 || tt.name == "backend-port" && len(res.Warnings) != 0 {
-				t.Errorf("warnings = %q", res.Warnings)
+			// The undeclared backend port's, unless declared; the missing
+			// token's with peers; the ignored token's without them.
+			want := 1
+			if tt.name == "backend-port" {
+				want = 0
+			}
+			if _, ok := tt.annotations[AnnotationPeers]; ok != (tt.annotations[AnnotationPeerTokenSecret] != "") {
+				want++
+			}
+			if len(res.Warnings) != want {
+				t.Errorf("warnings = %q, want %d", res.Warnings, want)
 			}
 			got := apply(t, pod, res.Patch)
 			c, _ := sidecar(t, got)
@@ -247,7 +274,7 @@ func TestInject_Warnings(t *testing.T) {
 		want        string
 	}{
 		{"unknown annotation", with("collapser.io/cache-tll", "1s"),
-			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port"},
+			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port"},
 		{"peer-port without peers", with(AnnotationPeerPort, "6000"), "annotation collapser.io/peer-port is ignored without collapser.io/peers"},
 		{"backend port not declared", with(AnnotationBackendPort, "9000"),
 			"no container declares port 9000, where the collapser sidecar forwards calls on 127.0.0.1; if the app serves gRPC on another port, set collapser.io/backend-port to it"},
@@ -296,6 +323,7 @@ func TestParseTemplate(t *testing.T) {
 	good := `clusterDomain: cluster.local
 peerPort: 50053
 policyDir: /etc/collapser/policy
+peerTokenDir: /etc/collapser/peer-token
 container:
   name: collapser
   image: collapser/collapser:0.1.0

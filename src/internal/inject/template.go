@@ -24,6 +24,9 @@ type Template struct {
 	// PolicyDir is where the policy ConfigMap is mounted (the chart's
 	// collapser.policyDir); the sidecar reads policy.yaml in it.
 	PolicyDir string `json:"policyDir"`
+	// PeerTokenDir is where the peer token Secret is mounted (the chart's
+	// collapser.peerTokenDir); the sidecar reads the file token in it.
+	PeerTokenDir string `json:"peerTokenDir"`
 }
 
 // ParseTemplate reads a Template from YAML or JSON and checks that it has
@@ -62,13 +65,13 @@ func (t Template) validate() error {
 	if envIndex(c.Env, envAdminListen) < 0 {
 		errs = append(errs, fmt.Errorf("container does not set %s: render it from the chart's collapser.config, so that the admin service's port is known", envAdminListen))
 	}
-	for _, name := range []string{envPeers, envPeerListen, envPolicyFile} {
+	for _, name := range []string{envPeers, envPeerListen, envPeerTokenFile, envPolicyFile} {
 		if envIndex(c.Env, name) >= 0 {
 			errs = append(errs, fmt.Errorf("container sets %s: render it without peers and policy, which are per-pod settings", name))
 		}
 	}
-	if t.ClusterDomain == "" || t.PolicyDir == "" || !validPort(t.PeerPort) {
-		errs = append(errs, fmt.Errorf("clusterDomain (%q), policyDir (%q) and peerPort (%d) must be set", t.ClusterDomain, t.PolicyDir, t.PeerPort))
+	if t.ClusterDomain == "" || t.PolicyDir == "" || t.PeerTokenDir == "" || !validPort(t.PeerPort) {
+		errs = append(errs, fmt.Errorf("clusterDomain (%q), policyDir (%q), peerTokenDir (%q) and peerPort (%d) must be set", t.ClusterDomain, t.PolicyDir, t.PeerTokenDir, t.PeerPort))
 	}
 	return errors.Join(errs...)
 }
