@@ -200,6 +200,11 @@ func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *he
 		"collapser.policy.methods[0].name":     streamHellos,
 		"collapser.policy.methods[0].stream":   "replay",
 		"collapser.policy.methods[0].cacheTTL": streamHeld.String(),
+		// GetGreeting's NOT_FOUND is kept an hour on every replica, for the
+		// purge to take back.
+		"collapser.policy.methods[1].name":          getGreeting,
+		"collapser.policy.methods[1].cacheCodes[0]": "NOT_FOUND",
+		"collapser.policy.methods[1].cacheCodesTTL": purgedTTL.String(),
 	}
 	if s.prometheus {
 		values["prometheus.enabled"] = "true"

@@ -91,6 +91,10 @@ func checkReplicas(t *testing.T, s settings) {
 		peered = &b
 	})
 
+	t.Run("a purge through one pod's admin port takes the answer back on all three", func(t *testing.T) {
+		checkPurgeReachesEveryPod(t, kubectl)
+	})
+
 	if s.prometheus {
 		t.Run("the dashboard's Replicas row shows the burst over three pods", func(t *testing.T) {
 			if peered == nil {
@@ -249,7 +253,7 @@ func waitForPods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.List
 		all := k8s.ListPods(t, kubectl, selector)
 		pods = pods[:0]
 		for _, p := range all {
-			if p.DeletionTimestamp == nil && k8s.IsPodAvailable(&p) {
+			if p.DeletionTimestamp == nil && k8s.IsPodAvailable(&p) && podReady(&p) {
 				pods = append(pods, p)
 			}
 		}
@@ -259,6 +263,18 @@ func waitForPods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.List
 		return "", nil
 	})
 	return pods
+}
+
+// podReady reports whether the pod's Ready condition is true: unlike
+// k8s.IsPodAvailable, which reads the app containers only, it counts a
+// native sidecar's readiness (an init container's) too.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // kubeProxySync is how long kube-proxy may take to program a Service's new
