@@ -231,6 +231,9 @@ func BenchmarkLoadHeld(b *testing.B) {
 	const mib32 = 32 << 20
 	for _, l := range []heldLoad{
 		{name: "10000x50B-defaults", calls: 10_000, method: sayHello},
+		// The same answers, each tagged with its call number (the hello
+		// backend's x-hello-call header read as the tags header).
+		{name: "10000x50B-tagged", calls: 10_000, method: sayHello, edit: func(c *config.Settings) { c.TagsHeader = hello.HeaderCall }},
 		{name: "20000x1KiB-32MiB", calls: 20_000, replyBytes: 1 << 10, method: sayHello, edit: cacheMaxBytes(mib32)},
 		{name: "20000x8KiB-32MiB", calls: 20_000, replyBytes: 8 << 10, method: sayHello, edit: cacheMaxBytes(mib32)},
 		{name: "20000x64KiB-32MiB", calls: 20_000, replyBytes: 64 << 10, method: sayHello, edit: cacheMaxBytes(mib32)},
@@ -247,6 +250,7 @@ func BenchmarkLoadHeld(b *testing.B) {
 				b.ReportMetric(mib(u.counted), "counted-MiB")
 				b.ReportMetric(mib(u.grown), "heap-MiB")
 				b.ReportMetric(float64(u.grown)/float64(max(u.counted, 1)), "heap/counted")
+				b.ReportMetric(float64(u.grown)/float64(max(u.held, 1)), "heap-B/held")
 				b.ReportMetric(float64(rssKiB(b))/1024, "rss-MiB")
 			}
 		})
