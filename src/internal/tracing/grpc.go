@@ -1,0 +1,73 @@
+package tracing
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
+)
+
+// ServerOptions returns the options that give every call a grpc.Server
+// serves a server span, the child of the caller's trace context if it sent
+// one; nil when tracing is off.
+func (t *Tracing) ServerOptions() []grpc.ServerOption {
+	if t == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.StatsHandler(named{otelgrpc.NewServerHandler(t.handlerOptions()...), t.spanName})}
+}
+
+// DialOptions returns the options that give every call made on a
+// connection a client span, the child of the span in the call's context,
+// whose trace context goes with the call; nil when tracing is off.
+func (t *Tracing) DialOptions() []grpc.DialOption {
+	if t == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithStatsHandler(named{otelgrpc.NewClientHandler(t.handlerOptions()...), t.spanName})}
+}
+
+// handlerOptions are the options of otelgrpc's handlers: this Tracing's
+// provider and propagators, no metrics (the sidecar's own are Prometheus'),
+// and only the calls worth a span.
+func (t *Tracing) handlerOptions() []otelgrpc.Option {
+	return []otelgrpc.Option{
+		otelgrpc.WithTracerProvider(t.provider),
+		otelgrpc.WithPropagators(t.propagator),
+		otelgrpc.WithMeterProvider(noop.NewMeterProvider()),
+		otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool { return traced(info.FullMethodName) }),
+	}
+}
+
+// traced reports whether calls of fullMethod get spans: all but the health
+// checks (the kubelet's probes, the sidecar's of its backend) and the
+// reflection the sidecar learns its backend's methods by, which would fill
+// the traces with calls no request made.
+func traced(fullMethod string) bool {
+	return !strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") && !strings.HasPrefix(fullMethod, "/grpc.reflection.")
+}
+
+// named is a stats handler that names the spans of the handler it wraps
+// after the bounded name of their method (Options.SpanName): otelgrpc names
+// a span, and sets its rpc.method, after the method the call names, which
+// a caller of the proxy chooses.
+type named struct {
+	stats.Handler
+	name func(fullMethod string) string
+}
+
+// TagRPC starts the call's span under the bounded name of its method.
+// Untraced methods keep their names, so that the filter knows them.
+func (h named) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if traced(info.FullMethodName) {
+		if name := h.name(info.FullMethodName); name != info.FullMethodName {
+			renamed := *info
+			renamed.FullMethodName = name
+			info = &renamed
+		}
+	}
+	return h.Handler.TagRPC(ctx, info)
+}
