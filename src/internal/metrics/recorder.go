@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -13,19 +14,11 @@ import (
 
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/replay"
-)
-
-const (
-	// MaxUnknownMethods is how many method label values of methods the
-	// sidecar does not know a Recorder keeps.
-	MaxUnknownMethods = 100
-	// MaxMethodLabelBytes is the longest method label value kept.
-	MaxMethodLabelBytes = 256
-	// OtherMethod is the method label value of every method beyond those bounds.
-	OtherMethod = "other"
+	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // durationBuckets span the backend call durations worth telling apart, from
@@ -46,6 +39,14 @@ type Sources struct {
 	Peers bool
 	// Streams returns the replayed streams' state (required).
 	Streams func() replay.Stats
+	// Traces returns the counts of spans not exported, which
+	// collapser_trace_spans_dropped_total reports. Nil: tracing is off, and
+	// the metric is not exported.
+	Traces func() tracing.Stats
+	// Labels bounds the method label values; the sidecar's traces name
+	// their spans with the same Set. Nil: a Set of the Recorder's own,
+	// keeping methodlabel.MaxUnknown unknown methods.
+	Labels *methodlabel.Set
 }
 
 // Recorder records the sidecar's request, backend call and policy metrics.
@@ -53,7 +54,7 @@ type Sources struct {
 // safe for concurrent use.
 type Recorder struct {
 	sources         Sources
-	methods         *methodLimiter
+	methods         *methodlabel.Set
 	requests        *prometheus.CounterVec
 	backendCalls    *prometheus.CounterVec
 	backendDuration *prometheus.HistogramVec
@@ -69,6 +70,7 @@ type Recorder struct {
 
 	ruleInfo, inFlight, queued, waiters, entries, bytes  *prometheus.Desc
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
+	spansDropped                                         *prometheus.Desc
 }
 
 // counterVec is a counter vector named name, with help and labels.
@@ -86,7 +88,7 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 	}
 	s := &Recorder{
 		sources: src,
-		methods: newMethodLimiter(MaxUnknownMethods),
+		methods: src.Labels,
 		requests: counterVec("collapser_requests_total",
 			"Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.",
 			"method", "outcome", "code"),
@@ -138,6 +140,12 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 		heldStreams:   prometheus.NewDesc("collapser_streams_held", "Ended replayed streams kept to be replayed whole.", nil, nil),
 		streamReaders: prometheus.NewDesc("collapser_stream_readers", "Callers reading a live replayed stream now.", nil, nil),
 		streamBytes:   prometheus.NewDesc("collapser_stream_recorded_bytes", "Bytes the records of replayed streams hold as the Go heap allocates them: kept records whole, live records' messages.", nil, nil),
+		spansDropped: prometheus.NewDesc("collapser_trace_spans_dropped_total",
+			"Spans the sidecar ended and did not export, by reason: queue_full (OTEL_BSP_MAX_QUEUE_SIZE spans were waiting for export; a call never waits for room), export_failed (their batch's export failed).",
+			[]string{"reason"}, nil),
+	}
+	if s.methods == nil {
+		s.methods = methodlabel.New(methodlabel.MaxUnknown)
 	}
 	for _, result := range []string{"success", "failure"} {
 		s.reloads.WithLabelValues(result)
@@ -159,9 +167,10 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 // ObserveRequest counts one request answered with code, served as outcome,
 // in its route's series: collapser_requests_total for a caller's call,
 // collapser_stream_requests_total for a caller's replayed stream and
-// collapser_peer_requests_total for what a peer forwarded.
-func (s *Recorder) ObserveRequest(route proxy.Route, method, outcome string, code codes.Code) {
-	s.routed(route).WithLabelValues(s.methods.label(method), outcome, codeName(code)).Inc()
+// collapser_peer_requests_total for what a peer forwarded. A sampled span
+// in ctx, the call's, is the count's exemplar.
+func (s *Recorder) ObserveRequest(ctx context.Context, route proxy.Route, method, outcome string, code codes.Code) {
+	add(ctx, s.routed(route).WithLabelValues(s.methods.Label(method), outcome, codeName(code)))
 }
 
 // routed returns the requests series of route.
@@ -176,23 +185,25 @@ func (s *Recorder) routed(route proxy.Route) *prometheus.CounterVec {
 }
 
 // ObserveBackendCall counts one backend call that ended with code after d.
-func (s *Recorder) ObserveBackendCall(method string, code codes.Code, d time.Duration) {
-	m := s.methods.label(method)
-	s.backendCalls.WithLabelValues(m, codeName(code)).Inc()
-	s.backendDuration.WithLabelValues(m).Observe(d.Seconds())
+// A sampled span in ctx, the call's, is the exemplar of its count and
+// duration.
+func (s *Recorder) ObserveBackendCall(ctx context.Context, method string, code codes.Code, d time.Duration) {
+	m := s.methods.Label(method)
+	add(ctx, s.backendCalls.WithLabelValues(m, codeName(code)))
+	observe(ctx, s.backendDuration.WithLabelValues(m), d.Seconds())
 }
 
 // ObserveBackendStream counts one backend stream that ended with code; a
 // stream's length is not a latency, so the duration histogram leaves it out.
 func (s *Recorder) ObserveBackendStream(method string, code codes.Code) {
-	s.backendCalls.WithLabelValues(s.methods.label(method), codeName(code)).Inc()
+	s.backendCalls.WithLabelValues(s.methods.Label(method), codeName(code)).Inc()
 }
 
 // ObservePeerCall counts one call forwarded to an owner, answered by owner
 // (proxy.OwnerSelf, OwnerPeer or OwnerNone); fellBack: it did not reach one and went to the
 // local backend.
 func (s *Recorder) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
-	m := s.methods.label(method)
+	m := s.methods.Label(method)
 	s.peerCalls.WithLabelValues(m, owner, codeName(code)).Inc()
 	if fellBack {
 		s.peerFallbacks.WithLabelValues(m, codeName(code)).Inc()
@@ -202,7 +213,7 @@ func (s *Recorder) ObservePeerCall(method, owner string, code codes.Code, fellBa
 // ObserveFreshness counts one shared answer whose windows came from source
 // (proxy.FreshnessPolicy, FreshnessBackend or FreshnessCapped).
 func (s *Recorder) ObserveFreshness(method, source string) {
-	s.freshness.WithLabelValues(s.methods.label(method), source).Inc()
+	s.freshness.WithLabelValues(s.methods.Label(method), source).Inc()
 }
 
 // ObservePurge counts one purge request of kind (admin.KindRequest, ...)
@@ -243,6 +254,9 @@ func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes, s.liveStreams, s.heldStreams, s.streamReaders, s.streamBytes} {
 		ch <- d
 	}
+	if s.sources.Traces != nil {
+		ch <- s.spansDropped
+	}
 }
 
 // Collect implements prometheus.Collector. It first exports every known
@@ -255,9 +269,9 @@ func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 		for m := range rules {
 			names = append(names, m)
 		}
-		s.methods.setKnown(names)
+		s.methods.SetKnown(names)
 		for m, r := range rules {
-			if len(m) > MaxMethodLabelBytes {
+			if len(m) > methodlabel.MaxBytes {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(s.ruleInfo, prometheus.GaugeValue, 1, m, r.Action.String(), r.Reason)
@@ -288,6 +302,11 @@ func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.heldStreams, prometheus.GaugeValue, float64(ss.Held))
 	ch <- prometheus.MustNewConstMetric(s.streamReaders, prometheus.GaugeValue, float64(ss.Readers))
 	ch <- prometheus.MustNewConstMetric(s.streamBytes, prometheus.GaugeValue, float64(ss.Bytes))
+	if s.sources.Traces != nil {
+		ts := s.sources.Traces()
+		ch <- prometheus.MustNewConstMetric(s.spansDropped, prometheus.CounterValue, float64(ts.QueueFull), "queue_full")
+		ch <- prometheus.MustNewConstMetric(s.spansDropped, prometheus.CounterValue, float64(ts.ExportFailed), "export_failed")
+	}
 }
 
 // touch creates method's series of the outcomes its rule can give, with

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -12,11 +13,11 @@ import (
 // a label combination already created.
 func BenchmarkObserveRequest(b *testing.B) {
 	s, _ := newTestRecorderWith(b, Sources{})
-	s.ObserveRequest(proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			s.ObserveRequest(proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
+			s.ObserveRequest(context.Background(), proxy.RouteCaller, "/hello.v1.Greeter/SayHello", "joined", codes.OK)
 		}
 	})
 }
@@ -25,9 +26,9 @@ func BenchmarkObserveRequest(b *testing.B) {
 // histogram) for an admitted method.
 func BenchmarkObserveBackendCall(b *testing.B) {
 	s, _ := newTestRecorderWith(b, Sources{})
-	s.ObserveBackendCall("/hello.v1.Greeter/SayHello", codes.OK, 0)
+	s.ObserveBackendCall(context.Background(), "/hello.v1.Greeter/SayHello", codes.OK, 0)
 	b.ReportAllocs()
 	for b.Loop() {
-		s.ObserveBackendCall("/hello.v1.Greeter/SayHello", codes.OK, 0)
+		s.ObserveBackendCall(context.Background(), "/hello.v1.Greeter/SayHello", codes.OK, 0)
 	}
 }

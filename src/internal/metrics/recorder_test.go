@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/replay"
@@ -75,8 +77,8 @@ func TestRecorder_MetricNamesMatchContractAndPassLint(t *testing.T) {
 	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule {
 		return map[string]policy.Rule{"/a.B/C": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated}}
 	}})
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
-	s.ObserveBackendCall(sayHello, codes.OK, time.Millisecond)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "leader", codes.OK)
+	s.ObserveBackendCall(context.Background(), sayHello, codes.OK, time.Millisecond)
 
 	for _, name := range []string{
 		"collapser_inflight_keys", "collapser_backend_calls_queued", "collapser_policy_last_reload_successful",
@@ -102,11 +104,11 @@ func TestRecorder_MetricNamesMatchContractAndPassLint(t *testing.T) {
 
 func TestRecorder_ObserveRequestCountsByMethodOutcomeAndCode(t *testing.T) {
 	s, _ := newTestRecorder(t, nil)
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "joined", codes.OK)
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "joined", codes.OK)
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "passthrough", codes.Unavailable)
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "error", codes.Code(99))
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "leader", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "joined", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "joined", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "passthrough", codes.Unavailable)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "error", codes.Code(99))
 
 	want := `
 # HELP collapser_requests_total Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.
@@ -123,8 +125,8 @@ collapser_requests_total{code="Unknown",method="/hello.v1.Greeter/SayHello",outc
 
 func TestRecorder_ObserveBackendCallRecordsCountAndDuration(t *testing.T) {
 	s, _ := newTestRecorder(t, nil)
-	s.ObserveBackendCall(sayHello, codes.OK, 20*time.Millisecond)
-	s.ObserveBackendCall(sayHello, codes.DeadlineExceeded, 3*time.Second)
+	s.ObserveBackendCall(context.Background(), sayHello, codes.OK, 20*time.Millisecond)
+	s.ObserveBackendCall(context.Background(), sayHello, codes.DeadlineExceeded, 3*time.Second)
 
 	if got := testutil.ToFloat64(s.backendCalls.WithLabelValues(sayHello, "OK")); got != 1 {
 		t.Errorf("backend calls {OK} = %v, want 1", got)
@@ -198,19 +200,19 @@ collapser_waiters 40
 func TestRecorder_UnknownMethodLabelsBoundedByCountAndLength(t *testing.T) {
 	s, _ := newTestRecorder(t, nil)
 	const extra = 25
-	for i := range MaxUnknownMethods + extra {
+	for i := range methodlabel.MaxUnknown + extra {
 		m := fmt.Sprintf("/svc.S/M%d", i)
-		s.ObserveRequest(proxy.RouteCaller, m, "passthrough", codes.OK)
-		s.ObserveBackendCall(m, codes.OK, time.Millisecond)
+		s.ObserveRequest(context.Background(), proxy.RouteCaller, m, "passthrough", codes.OK)
+		s.ObserveBackendCall(context.Background(), m, codes.OK, time.Millisecond)
 	}
-	long := "/svc.S/" + strings.Repeat("L", MaxMethodLabelBytes)
-	s.ObserveRequest(proxy.RouteCaller, long, "passthrough", codes.OK)
+	long := "/svc.S/" + strings.Repeat("L", methodlabel.MaxBytes)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, long, "passthrough", codes.OK)
 	for name, c := range map[string]prometheus.Collector{"requests": s.requests, "backend calls": s.backendCalls, "duration": s.backendDuration} {
-		if n := testutil.CollectAndCount(c); n != MaxUnknownMethods+1 {
-			t.Errorf("%s series = %d, want %d (MaxUnknownMethods + other)", name, n, MaxUnknownMethods+1)
+		if n := testutil.CollectAndCount(c); n != methodlabel.MaxUnknown+1 {
+			t.Errorf("%s series = %d, want %d (methodlabel.MaxUnknown + other)", name, n, methodlabel.MaxUnknown+1)
 		}
 	}
-	if got := testutil.ToFloat64(s.requests.WithLabelValues(OtherMethod, "passthrough", "OK")); got != extra+1 {
+	if got := testutil.ToFloat64(s.requests.WithLabelValues(methodlabel.Other, "passthrough", "OK")); got != extra+1 {
 		t.Errorf("requests{method=other} = %v, want %d", got, extra+1)
 	}
 }
@@ -221,13 +223,13 @@ func TestRecorder_KnownMethodsKeepTheirLabelsAndStartAtZero(t *testing.T) {
 		"/hello.v1.Stats/GetCounts": {Action: policy.Passthrough, Reason: policy.ReasonUnannotated},
 	}
 	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
-	for i := range MaxUnknownMethods { // unknown methods fill their allowance first
-		s.ObserveRequest(proxy.RouteCaller, fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
+	for i := range methodlabel.MaxUnknown { // unknown methods fill their allowance first
+		s.ObserveRequest(context.Background(), proxy.RouteCaller, fmt.Sprintf("/junk.S/M%d", i), "passthrough", codes.Unimplemented)
 	}
 	if _, err := reg.Gather(); err != nil { // a scrape learns the known methods
 		t.Fatal(err)
 	}
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "leader", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "leader", codes.OK)
 	want := `
 # HELP collapser_method_rule_info 1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).
 # TYPE collapser_method_rule_info gauge
@@ -246,7 +248,7 @@ collapser_method_rule_info{action="passthrough",method="/hello.v1.Stats/GetCount
 			t.Errorf("requests{%s} = %v, want %v", o, got, want)
 		}
 	}
-	if n := testutil.CollectAndCount(s.requests); n != MaxUnknownMethods+len(collapse.Outcomes)+1 {
+	if n := testutil.CollectAndCount(s.requests); n != methodlabel.MaxUnknown+len(collapse.Outcomes)+1 {
 		t.Errorf("request series = %d, want the unknown ones, SayHello's per outcome and GetCounts' passthrough", n)
 	}
 	if got := testutil.ToFloat64(s.backendCalls.WithLabelValues("/hello.v1.Stats/GetCounts", "OK")); got != 0 {
@@ -280,7 +282,7 @@ func TestRecorder_PeerCallsFallbacksAndRequests(t *testing.T) {
 	}
 	s.ObservePeerCall(sayHello, proxy.OwnerPeer, codes.OK, false)
 	s.ObservePeerCall(sayHello, proxy.OwnerNone, codes.Unavailable, true)
-	s.ObserveRequest(proxy.RoutePeer, sayHello, "joined", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RoutePeer, sayHello, "joined", codes.OK)
 	for _, c := range []struct {
 		vec    *prometheus.CounterVec
 		labels []string
@@ -335,7 +337,7 @@ func TestRecorder_StreamRequestsAndGauges(t *testing.T) {
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
-	s.ObserveRequest(proxy.RouteStream, feed, "joined", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteStream, feed, "joined", codes.OK)
 	for _, o := range replay.Outcomes {
 		want := 0.0
 		if o == replay.Join {

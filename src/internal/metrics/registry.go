@@ -22,12 +22,15 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Handler serves the metrics gathered from g in the Prometheus exposition
-// format. Gathering errors are logged with the default slog logger and the
-// metrics that could be gathered are still served.
+// format, or in OpenMetrics when the scraper asks for it (Prometheus does):
+// only OpenMetrics carries exemplars. Gathering errors are logged with the
+// default slog logger and the metrics that could be gathered are still
+// served.
 func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      errorLog{},
-		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:          errorLog{},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
 	})
 }
 

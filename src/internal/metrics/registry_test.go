@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -33,7 +34,7 @@ func TestHandler_ServesSidecarAndRuntimeMetricsThatPassLint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
 	}
-	s.ObserveRequest(proxy.RouteCaller, sayHello, "cache_hit", codes.OK)
+	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "cache_hit", codes.OK)
 
 	rec := httptest.NewRecorder()
 	Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -88,8 +88,9 @@ var reconnect = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.
 
 // Dial returns the connection to the peers at target: a gRPC target with a
 // scheme ("dns:///collapser-peers.ns.svc.cluster.local:50053") or a comma
-// list of host:port. It connects lazily.
-func Dial(target string) (*grpc.ClientConn, error) {
+// list of host:port, with extra options besides its own (a stats handler
+// that traces the calls). It connects lazily.
+func Dial(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := append(connOptions(),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		// The resolver's service config is not looked up (ours is the default
@@ -97,6 +98,7 @@ func Dial(target string) (*grpc.ClientConn, error) {
 		// seconds where names outside the cluster do not resolve.
 		grpc.WithDisableServiceConfig(),
 	)
+	opts = append(opts, extra...)
 	if !strings.Contains(target, "://") {
 		addrs, err := parseList(target)
 		if err != nil {

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"maps"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/testkit"
+	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // Full method names of the hello Greeter.
@@ -87,13 +89,13 @@ func (r *recorder) ObservePeerCall(method, owner string, code codes.Code, fellBa
 	r.peerCalls = append(r.peerCalls, peerRecord{method, owner, code, fellBack})
 }
 
-func (r *recorder) ObserveRequest(route proxy.Route, method, outcome string, code codes.Code) {
+func (r *recorder) ObserveRequest(_ context.Context, route proxy.Route, method, outcome string, code codes.Code) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests[route] = append(r.requests[route], requestRecord{method, outcome, code})
 }
 
-func (r *recorder) ObserveBackendCall(method string, code codes.Code, _ time.Duration) {
+func (r *recorder) ObserveBackendCall(_ context.Context, method string, code codes.Code, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.backend = append(r.backend, backendRecord{method, code, false})
@@ -143,6 +145,9 @@ type proxyConfig struct {
 	peered bool
 	// policyFile, when set, is the policy file's content.
 	policyFile string
+	// tracing, when set, traces the proxy's server and connections as the
+	// sidecar does, with tracing's stats handlers and provider.
+	tracing *tracing.Tracing
 }
 
 // runningProxy is a proxy.Proxy serving on a grpc.Server on 127.0.0.1:0,
@@ -161,7 +166,7 @@ type runningProxy struct {
 // options cfg makes, until the test ends.
 func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy {
 	t.Helper()
-	backendConn, err := grpc.NewClient(backendAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	backendConn, err := grpc.NewClient(backendAddr, append(cfg.tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatalf("dial backend: %v", err)
 	}
@@ -194,15 +199,16 @@ func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy
 	}
 	observed := &recorder{}
 	opts := proxy.Options{
-		Backend:  backend,
-		Rules:    policy.NewDecider(store, cfg.kinds, nil),
-		KeyRule:  rule,
-		Observer: observed,
+		Backend:        backend,
+		Rules:          policy.NewDecider(store, cfg.kinds, nil),
+		KeyRule:        rule,
+		Observer:       observed,
+		TracerProvider: cfg.tracing.TracerProvider(),
 	}
 	var peerLis net.Listener
 	if cfg.peered {
 		peerLis = testkit.Listen(t, "127.0.0.1:0")
-		peerConn, err := peers.Dial(peerLis.Addr().String())
+		peerConn, err := peers.Dial(peerLis.Addr().String(), cfg.tracing.DialOptions()...)
 		if err != nil {
 			t.Fatalf("peers: %v", err)
 		}
@@ -217,11 +223,11 @@ func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy
 		t.Fatalf("proxy.New: %v", err)
 	}
 	if peerLis != nil {
-		peerSrv := grpc.NewServer(p.PeerServerOptions()...)
+		peerSrv := grpc.NewServer(append(p.PeerServerOptions(), cfg.tracing.ServerOptions()...)...)
 		go func() { _ = peerSrv.Serve(peerLis) }()
 		t.Cleanup(peerSrv.Stop)
 	}
-	srv := grpc.NewServer(p.ServerOptions()...)
+	srv := grpc.NewServer(append(p.ServerOptions(), cfg.tracing.ServerOptions()...)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	lis := testkit.Listen(t, "127.0.0.1:0")

@@ -39,9 +39,9 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 	if rule.Kind.Streams() {
 		p.observer.ObserveBackendStream(method, code)
 	} else {
-		p.observer.ObserveBackendCall(method, code, time.Since(start))
+		p.observer.ObserveBackendCall(ctx, method, code, time.Since(start))
 	}
-	p.observer.ObserveRequest(o.calls, method, OutcomePassthrough, code)
+	p.report(ss.Context(), o.calls, method, OutcomePassthrough, code, producer{})
 	return err
 }
 

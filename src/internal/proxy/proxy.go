@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -71,15 +72,17 @@ type Rules interface {
 // Observer is told about every request and backend call (implemented by
 // *metrics.Recorder). Its methods must be safe for concurrent use.
 type Observer interface {
-	// ObserveRequest is called once per request with the series it is
+	// ObserveRequest is called once per request, with the caller's call's
+	// context (its span: the trace an exemplar names), the series it is
 	// counted in, how it was served (a collapse.Outcome's or a
 	// replay.Outcome's label, OutcomePassthrough or OutcomeError) and the
 	// code the caller got.
-	ObserveRequest(route Route, method, outcome string, code codes.Code)
+	ObserveRequest(ctx context.Context, route Route, method, outcome string, code codes.Code)
 	// ObserveBackendCall is called once per backend call of a unary method
-	// (or of a method whose kind is unknown), when it ends, with how long
-	// the backend took.
-	ObserveBackendCall(method string, code codes.Code, d time.Duration)
+	// (or of a method whose kind is unknown), when it ends, with the call's
+	// context (its span's trace is the leader's) and how long the backend
+	// took.
+	ObserveBackendCall(ctx context.Context, method string, code codes.Code, d time.Duration)
 	// ObserveBackendStream is called once per backend stream of a
 	// streaming method, passed through or replayed, when it ends: its length
 	// is the stream's, not the backend's latency.
@@ -141,6 +144,12 @@ type Options struct {
 	Invalidate func(ctx context.Context, methods, tags []string) error
 	// Observer is told about requests and backend calls; nil records nothing.
 	Observer Observer
+	// TracerProvider starts the spans of the calls the proxy makes for a
+	// flight's callers, and lets it tell each caller's span (started by the
+	// server's stats handler) how the call was served, with a link to the
+	// call that answered it (trace.go). Nil: tracing is off, and the proxy
+	// does nothing for it.
+	TracerProvider trace.TracerProvider
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -158,6 +167,7 @@ type Proxy struct {
 	maxRecv        int
 	maxSend        int
 	observer       Observer
+	tracer         trace.Tracer // nil: tracing is off
 	logger         *slog.Logger
 	tagsHeader     string // "" for none
 	forwardTags    bool
@@ -226,6 +236,9 @@ func New(o Options) (*Proxy, error) {
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
 	}
+	if o.TracerProvider != nil {
+		p.tracer = o.TracerProvider.Tracer(tracerName)
+	}
 	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}}
 	if o.Peers != nil {
 		p.callers.owners = peerRing{o.Peers}
@@ -293,7 +306,7 @@ var errNoMethod = status.Error(codes.Internal, "proxy: no method name in server 
 func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
-		p.observer.ObserveRequest(RouteCaller, "", OutcomeError, codes.Internal)
+		p.report(ss.Context(), RouteCaller, "", OutcomeError, codes.Internal, producer{})
 		return errNoMethod
 	}
 	return p.serve(ss, method, &p.callers)
@@ -340,8 +353,8 @@ type origin struct {
 // nopObserver records nothing; it stands in for a nil Options.Observer.
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(Route, string, string, codes.Code)     {}
-func (nopObserver) ObserveBackendCall(string, codes.Code, time.Duration) {}
-func (nopObserver) ObserveBackendStream(string, codes.Code)              {}
-func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)     {}
-func (nopObserver) ObserveFreshness(string, string)                      {}
+func (nopObserver) ObserveRequest(context.Context, Route, string, string, codes.Code)     {}
+func (nopObserver) ObserveBackendCall(context.Context, string, codes.Code, time.Duration) {}
+func (nopObserver) ObserveBackendStream(string, codes.Code)                               {}
+func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)                      {}
+func (nopObserver) ObserveFreshness(string, string)                                       {}

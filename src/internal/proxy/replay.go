@@ -33,7 +33,10 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	if err != nil {
 		return err
 	}
-	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(ctx context.Context) (replay.Upstream, error) {
+	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(rctx context.Context) (replay.Upstream, error) {
+		// The record's stream is the child of the span of the caller that
+		// opened it.
+		ctx := p.underCaller(ctx, rctx)
 		if cc, ok := o.owners.pick(key); ok {
 			return p.openOwner(ctx, cc, method, sub, payload, md, key)
 		}
@@ -47,7 +50,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		outcome = replay.Own
 		err = p.ownStream(ss, method, sub, payload, md)
 	}
-	p.observer.ObserveRequest(o.streams, method, outcome.String(), callerCode(ctx, err))
+	p.report(ctx, o.streams, method, outcome.String(), callerCode(ctx, err), producer{})
 	return err
 }
 

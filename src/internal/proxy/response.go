@@ -33,12 +33,13 @@ type Response struct {
 
 	windows  collapse.Windows // what its cache-control declares, when declared
 	declared bool
-	tags     tagged // what its tags header says, taken out of Header
+	tags     tagged   // what its tags header says, taken out of Header
+	producer producer // the span of the call that produced it, for links; none when not traced
 }
 
 // responseSize returns the bytes r holds, for collapse.Options.Size: the
-// Response, its payload's array, its metadata maps and its tags, as
-// allocated.
+// Response (its producer span's IDs inline), its payload's array, its
+// metadata maps and its tags, as allocated.
 func responseSize(r *Response) int64 {
 	if r == nil {
 		return 0

@@ -38,14 +38,14 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	if err != nil {
 		return err
 	}
-	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (*Response, error) {
+	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
-		var resp *Response
-		var err error
+		callCtx, span := p.startCall(ctx, c.Context())
+		defer func() { endCall(span, resp, err) }()
 		if cc, ok := o.owners.pick(key); ok && !c.Own() {
-			resp, err = p.invokeOwner(c.Context(), cc, method, sub, payload, md, key)
+			resp, err = p.invokeOwner(callCtx, cc, method, sub, payload, md, key)
 		} else {
-			resp, err = p.invoke(c.Context(), method, sub, payload, md)
+			resp, err = p.invoke(callCtx, method, sub, payload, md)
 		}
 		if c.Own() {
 			return resp, err // for this caller alone: nothing to share or keep
@@ -53,7 +53,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		return p.answer(method, rule, resp, err)
 	})
 	err = p.reply(ss, method, outcome, resp, err, o)
-	p.observer.ObserveRequest(o.calls, method, outcome.String(), callerCode(ctx, err))
+	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
 	return err
 }
 
@@ -63,7 +63,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, o *origin, route Route) (payload []byte, sub, key string, err error) {
 	payload, err = p.receive(ss.Context(), ss)
 	if err != nil {
-		p.observer.ObserveRequest(route, method, OutcomeError, callerCode(ss.Context(), err))
+		p.report(ss.Context(), route, method, OutcomeError, callerCode(ss.Context(), err), producer{})
 		return nil, "", "", err
 	}
 	sub = contentSubtype(md)
@@ -145,7 +145,7 @@ func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, 
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
 	start := time.Now()
 	err := p.backend.Invoke(ctx, method, &frame{payload: payload}, &out, opts...)
-	p.observer.ObserveBackendCall(method, status.Code(err), time.Since(start))
+	p.observer.ObserveBackendCall(ctx, method, status.Code(err), time.Since(start))
 	return p.response(out, header, trailer, err)
 }
 

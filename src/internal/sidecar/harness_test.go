@@ -200,7 +200,21 @@ var httpClient = &http.Client{Timeout: 10 * time.Second}
 // scrape returns the sidecar's /metrics page.
 func (r *runningSidecar) scrape(t testing.TB) []byte {
 	t.Helper()
-	resp, err := httpClient.Get("http://" + r.metricsAddr + "/metrics")
+	return r.scrapeAs(t, "")
+}
+
+// scrapeAs returns the sidecar's /metrics page in the format a scraper
+// that accepts accept gets ("": any).
+func (r *runningSidecar) scrapeAs(t testing.TB, accept string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+r.metricsAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

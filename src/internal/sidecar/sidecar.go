@@ -1,7 +1,7 @@
 // Package sidecar assembles the collapser from its parts: the backend
 // connection, the method-kind resolver, the policy, the proxy (which owns the
-// collapse engine), the server's limits, the health service and the metrics
-// endpoint, and runs them until told to stop.
+// collapse engine), the server's limits, the health service, the metrics
+// endpoint and tracing, and runs them until told to stop.
 package sidecar
 
 import (
@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/metrics"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
@@ -36,6 +38,7 @@ import (
 	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/serverlimits"
+	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // healthInterval is how often the backend's reachability is probed.
@@ -70,11 +73,13 @@ type Sidecar struct {
 	peer     *grpc.Server // serves the peers' calls; nil: no peers
 	admin    *grpc.Server // serves the admin service (purges)
 	metrics  http.Handler
+	tracing  *tracing.Tracing // nil: tracing is off
 }
 
-// New builds a Sidecar from cfg. It connects to nothing yet: the backend is
-// dialled lazily, so the sidecar may start before its backend. A policy
-// file that cannot be read or is invalid is an error.
+// New builds a Sidecar from cfg, and its tracing from the OTEL_* variables
+// of the process environment (package tracing). It connects to nothing yet:
+// the backend is dialled lazily, so the sidecar may start before its
+// backend. A policy file that cannot be read or is invalid is an error.
 func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 	rule, err := requestkey.NewRule(requestkey.RuleOptions{
 		KeyHeaders:             cfg.KeyHeaders,
@@ -87,7 +92,25 @@ func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 	if cfg.UnsafeShareAcrossCredentials {
 		logger.Warn("UNSAFE: credentials are left out of the request key; callers with different credentials share responses")
 	}
-	backend, err := grpc.NewClient(cfg.Backend,
+	// The metrics and the spans name methods from one bounded set.
+	labels := methodlabel.New(methodlabel.MaxUnknown)
+	tr, err := tracing.New(tracing.Options{SpanName: labels.Label, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	s, err := dialAndAssemble(cfg, logger, rule, labels, tr)
+	if err != nil {
+		// Nothing was exported yet: the spans that were not are no loss.
+		_ = tr.Shutdown(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// dialAndAssemble makes the backend and peer connections, traced by tr, and
+// assembles the parts around them.
+func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing) (*Sidecar, error) {
+	backend, err := grpc.NewClient(cfg.Backend, append(tr.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The backend shares the pod: when it restarts, notice within a
 		// second rather than after grpc's default backoff of up to two minutes.
@@ -95,18 +118,18 @@ func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 		// No service config is looked up: a DNS TXT query for it can wait
 		// seconds for an answer that never comes where names outside the
 		// cluster do not resolve.
-		grpc.WithDisableServiceConfig())
+		grpc.WithDisableServiceConfig())...)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
 	var peerConn *grpc.ClientConn
 	if cfg.Peers != "" {
-		if peerConn, err = peers.Dial(cfg.Peers); err != nil {
+		if peerConn, err = peers.Dial(cfg.Peers, tr.DialOptions()...); err != nil {
 			backend.Close()
 			return nil, err
 		}
 	}
-	s, err := assemble(cfg, logger, backend, peerConn, rule)
+	s, err := assemble(cfg, logger, backend, peerConn, rule, labels, tr)
 	if err != nil {
 		backend.Close()
 		if peerConn != nil {
@@ -144,7 +167,7 @@ func replicas(cfg config.Settings, logger *slog.Logger) (*admin.Replicas, string
 }
 
 // assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule) (*Sidecar, error) {
+func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -160,12 +183,17 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 	var p *proxy.Proxy
 	var decider *policy.Decider
 	registry := metrics.NewRegistry()
-	observer, err := metrics.NewRecorder(registry, metrics.Sources{
+	sources := metrics.Sources{
 		Stats:   func() collapse.Stats { return p.Stats() },
 		Streams: func() replay.Stats { return p.StreamStats() },
 		Methods: func() map[string]policy.Rule { return decider.Rules() },
 		Peers:   peerConn != nil,
-	})
+		Labels:  labels,
+	}
+	if tr != nil {
+		sources.Traces = tr.Stats
+	}
+	observer, err := metrics.NewRecorder(registry, sources)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -212,8 +240,9 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		Invalidate: func(ctx context.Context, methods, tags []string) error {
 			return purges.Invalidate(ctx, methods, tags)
 		},
-		Observer: observer,
-		Logger:   logger,
+		Observer:       observer,
+		TracerProvider: tr.TracerProvider(),
+		Logger:         logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -223,7 +252,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
 		MaxHeaderBytes:       uint32(cfg.MaxHeaderBytes),
 	}
-	server := grpc.NewServer(append(p.ServerOptions(), limits.ServerOptions()...)...)
+	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
 	var peerServer *grpc.Server
 	if peerConn != nil {
 		peerLimits := limits
@@ -232,7 +261,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		// backend's (a watch), and cutting it would end its every caller
 		// with UNAVAILABLE; new calls go over a new connection at once.
 		peerLimits.MaxConnectionAge = peerConnectionAge
-		peerServer = grpc.NewServer(append(p.PeerServerOptions(), peerLimits.ServerOptions()...)...)
+		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), peerLimits.ServerOptions(), tr.ServerOptions())...)
 		self := ""
 		if others != nil {
 			self = others.Self
@@ -262,6 +291,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		peer:     peerServer,
 		admin:    adminServer,
 		metrics:  metrics.Handler(registry),
+		tracing:  tr,
 	}, nil
 }
 
@@ -355,6 +385,10 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 		if cErr := s.replicas.Fanout.Close(); cErr != nil {
 			err = errors.Join(err, fmt.Errorf("close connections to replicas: %w", cErr))
 		}
+	}
+	// Every call has ended, and its spans with it: the last are exported.
+	if tErr := s.tracing.Shutdown(context.Background()); tErr != nil {
+		err = errors.Join(err, tErr)
 	}
 	return err
 }

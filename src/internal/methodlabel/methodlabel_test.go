@@ -1,4 +1,4 @@
-package metrics
+package methodlabel
 
 import (
 	"fmt"
@@ -6,26 +6,26 @@ import (
 	"testing"
 )
 
-func TestMethodLimiter_AdmitsFirstMaxThenReportsOther(t *testing.T) {
-	l := newMethodLimiter(2)
+func TestSet_AdmitsFirstMaxThenReportsOther(t *testing.T) {
+	l := New(2)
 	steps := []struct{ method, want string }{
 		{"/a.S/One", "/a.S/One"},
 		{"/a.S/Two", "/a.S/Two"},
-		{"/a.S/Three", OtherMethod},
+		{"/a.S/Three", Other},
 		{"/a.S/One", "/a.S/One"},
 		{"/a.S/Two", "/a.S/Two"},
-		{"/a.S/Four", OtherMethod},
+		{"/a.S/Four", Other},
 	}
 	for _, s := range steps {
-		if got := l.label(s.method); got != s.want {
+		if got := l.Label(s.method); got != s.want {
 			t.Errorf("label(%q) = %q, want %q", s.method, got, s.want)
 		}
 	}
 }
 
-func TestMethodLimiter_ConcurrentCallersNeverAdmitMoreThanMax(t *testing.T) {
+func TestSet_ConcurrentCallersNeverAdmitMoreThanMax(t *testing.T) {
 	const limit, goroutines, perGoroutine = 10, 8, 50
-	l := newMethodLimiter(limit)
+	l := New(limit)
 	var mu sync.Mutex
 	admitted := map[string]bool{}
 	var wg sync.WaitGroup
@@ -33,7 +33,7 @@ func TestMethodLimiter_ConcurrentCallersNeverAdmitMoreThanMax(t *testing.T) {
 		wg.Go(func() {
 			for i := range perGoroutine {
 				m := fmt.Sprintf("/s.S/M%d", (g*perGoroutine+i)%(3*limit))
-				if got := l.label(m); got != OtherMethod {
+				if got := l.Label(m); got != Other {
 					mu.Lock()
 					admitted[got] = true
 					mu.Unlock()
@@ -46,7 +46,7 @@ func TestMethodLimiter_ConcurrentCallersNeverAdmitMoreThanMax(t *testing.T) {
 		t.Errorf("admitted %d distinct methods, want exactly %d", len(admitted), limit)
 	}
 	for m := range admitted {
-		if got := l.label(m); got != m {
+		if got := l.Label(m); got != m {
 			t.Errorf("admitted method %q later labelled %q", m, got)
 		}
 	}
