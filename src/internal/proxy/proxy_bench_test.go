@@ -12,8 +12,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/otlptest"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/testkit"
+	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // The benchmarks call SayHello over real loopback gRPC with a backend that
@@ -25,6 +27,8 @@ import (
 //	ProxiedHit   client → proxy, answered from the result cache
 //	ProxiedJoin  parallel identical calls, no cache: as many as happen to
 //	             overlap share a backend call; joined/op reports how many.
+//
+// The ...Traced variants run the same with tracing on, every call sampled.
 
 func BenchmarkDirect(b *testing.B) {
 	backend := startBackend(b, nil)
@@ -36,13 +40,22 @@ func BenchmarkDirect(b *testing.B) {
 	benchmarkCalls(b, hellov1.NewGreeterClient(conn), func(i int) string { return fmt.Sprint("direct-", i) })
 }
 
-func BenchmarkProxiedMiss(b *testing.B) {
+func BenchmarkProxiedMiss(b *testing.B) { benchmarkMiss(b, proxyConfig{}) }
+
+// BenchmarkProxiedMissTraced is BenchmarkProxiedMiss with every call traced
+// (startTracing): the cost of tracing a leader.
+func BenchmarkProxiedMissTraced(b *testing.B) {
+	benchmarkMiss(b, proxyConfig{tracing: startTracing(b)})
+}
+
+func benchmarkMiss(b *testing.B, cfg proxyConfig) {
 	backend := startBackend(b, nil)
-	s := startProxy(b, backend.addr, proxyConfig{})
+	s := startProxy(b, backend.addr, cfg)
 	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("miss-", i) })
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
 	}
+	reportDropped(b, cfg.tracing)
 }
 
 // BenchmarkProxiedMissForwarded is BenchmarkProxiedMiss with the call made
@@ -70,18 +83,34 @@ func BenchmarkPassthrough(b *testing.B) {
 	}
 }
 
-func BenchmarkProxiedHit(b *testing.B) {
+func BenchmarkProxiedHit(b *testing.B) { benchmarkHit(b, proxyConfig{}) }
+
+// BenchmarkProxiedHitTraced is BenchmarkProxiedHit with every call traced
+// (startTracing): the cost of a hit's span, its outcome and its link.
+func BenchmarkProxiedHitTraced(b *testing.B) { benchmarkHit(b, proxyConfig{tracing: startTracing(b)}) }
+
+func benchmarkHit(b *testing.B, cfg proxyConfig) {
+	cfg.ttl = time.Hour
 	backend := startBackend(b, nil)
-	s := startProxy(b, backend.addr, proxyConfig{ttl: time.Hour})
+	s := startProxy(b, backend.addr, cfg)
 	benchmarkCalls(b, s.client, func(int) string { return "hit" })
 	if got := backend.Calls.SayHello.Load(); got != 1 {
 		b.Fatalf("backend calls = %d, want 1: every call after the first must hit", got)
 	}
+	reportDropped(b, cfg.tracing)
 }
 
-func BenchmarkProxiedJoin(b *testing.B) {
+func BenchmarkProxiedJoin(b *testing.B) { benchmarkJoin(b, proxyConfig{}) }
+
+// BenchmarkProxiedJoinTraced is BenchmarkProxiedJoin with every call traced
+// (startTracing).
+func BenchmarkProxiedJoinTraced(b *testing.B) {
+	benchmarkJoin(b, proxyConfig{tracing: startTracing(b)})
+}
+
+func benchmarkJoin(b *testing.B, cfg proxyConfig) {
 	backend := startBackend(b, nil)
-	s := startProxy(b, backend.addr, proxyConfig{})
+	s := startProxy(b, backend.addr, cfg)
 	ctx := context.Background()
 	b.SetParallelism(16) // 16 callers per core keep identical calls overlapping
 	b.ReportAllocs()
@@ -104,6 +133,29 @@ func BenchmarkProxiedJoin(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(joined)/float64(len(requests)), "joined/op")
+	reportDropped(b, cfg.tracing)
+}
+
+// startTracing turns tracing on for a benchmark as the sidecar would with
+// OTEL_TRACES_SAMPLER=always_on: every call sampled, spans exported in
+// batches on the SDK's default schedule to an in-process receiver that
+// keeps none of them.
+func startTracing(b *testing.B) *tracing.Tracing {
+	r := otlptest.Start(b)
+	r.Discard()
+	r.Setenv(b)
+	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	b.Setenv("OTEL_BSP_SCHEDULE_DELAY", "5000")
+	return otlptest.NewTracing(b, tracing.Options{})
+}
+
+// reportDropped reports the spans tr dropped per call (a full queue, failed
+// exports): the part of the trace the benchmark's pace cost.
+func reportDropped(b *testing.B, tr *tracing.Tracing) {
+	if tr != nil {
+		st := tr.Stats()
+		b.ReportMetric(float64(st.QueueFull+st.ExportFailed)/float64(b.N), "dropped/op")
+	}
 }
 
 // benchmarkCalls makes b.N sequential SayHello calls, the i-th named name(i),
