@@ -10,7 +10,9 @@ import (
 	"time"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
@@ -248,15 +250,21 @@ func TestTraces_TheOwnersBackendSpanIsInTheTraceOfTheForwardersLeader(t *testing
 
 func TestTraces_PassthroughSpansHaveNoLink(t *testing.T) {
 	r := traced(t)
-	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
+	// The backend's error repeats what it was asked: the caller gets it, no
+	// span does.
+	refuse := func(_ context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		return nil, status.Errorf(codes.NotFound, "no greeting for %s", req.GetName())
+	}
+	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: refuse}), func(c *config.Settings) {
 		c.DefaultCollapse = policy.Never
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
 	for i := range 2 {
 		callCtx, _ := inTrace(ctx, i)
-		if _, err := client.SayHello(callCtx, &hellov1.HelloRequest{Name: payloadMark}); err != nil {
-			t.Fatal(err)
+		_, err := client.SayHello(callCtx, &hellov1.HelloRequest{Name: payloadMark})
+		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), payloadMark) {
+			t.Fatalf("caller %d: %v, want the backend's NOT_FOUND with its message", i, err)
 		}
 	}
 	spans := r.WaitFor(t, "both callers' spans and their backend calls", func(s otlptest.Spans) bool {

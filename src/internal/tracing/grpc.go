@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 )
 
 // ServerOptions returns the options that give every call a grpc.Server
@@ -17,7 +18,7 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.StatsHandler(named{otelgrpc.NewServerHandler(t.handlerOptions()...), t.spanName})}
+	return []grpc.ServerOption{grpc.StatsHandler(bounded{otelgrpc.NewServerHandler(t.handlerOptions()...), t.spanName})}
 }
 
 // DialOptions returns the options that give every call made on a
@@ -27,7 +28,7 @@ func (t *Tracing) DialOptions() []grpc.DialOption {
 	if t == nil {
 		return nil
 	}
-	return []grpc.DialOption{grpc.WithStatsHandler(named{otelgrpc.NewClientHandler(t.handlerOptions()...), t.spanName})}
+	return []grpc.DialOption{grpc.WithStatsHandler(bounded{otelgrpc.NewClientHandler(t.handlerOptions()...), t.spanName})}
 }
 
 // handlerOptions are the options of otelgrpc's handlers: this Tracing's
@@ -50,18 +51,20 @@ func traced(fullMethod string) bool {
 	return !strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") && !strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
 
-// named is a stats handler that names the spans of the handler it wraps
-// after the bounded name of their method (Options.SpanName): otelgrpc names
-// a span, and sets its rpc.method, after the method the call names, which
-// a caller of the proxy chooses.
-type named struct {
+// bounded is a stats handler that bounds what the spans of the otelgrpc
+// handler it wraps hold. otelgrpc names a span, and sets its rpc.method,
+// after the method the call names, which a caller of the proxy chooses: the
+// span is named after the method's bounded name (Options.SpanName). And it
+// sets a failed call's status message as the span's status description: a
+// message may repeat what the caller asked, so the span gets the code alone.
+type bounded struct {
 	stats.Handler
 	name func(fullMethod string) string
 }
 
 // TagRPC starts the call's span under the bounded name of its method.
 // Untraced methods keep their names, so that the filter knows them.
-func (h named) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+func (h bounded) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	if traced(info.FullMethodName) {
 		if name := h.name(info.FullMethodName); name != info.FullMethodName {
 			renamed := *info
@@ -70,4 +73,15 @@ func (h named) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Conte
 		}
 	}
 	return h.Handler.TagRPC(ctx, info)
+}
+
+// HandleRPC hands rs on, the end of a failed call without its status
+// message.
+func (h bounded) HandleRPC(ctx context.Context, rs stats.RPCStats) {
+	if end, ok := rs.(*stats.End); ok && end.Error != nil {
+		codeOnly := *end
+		codeOnly.Error = status.Error(status.Code(end.Error), "")
+		rs = &codeOnly
+	}
+	h.Handler.HandleRPC(ctx, rs)
 }

@@ -29,8 +29,9 @@
 // (OTEL_PROPAGATORS is not read), given to the handlers explicitly: the
 // package sets no OpenTelemetry globals. Spans are named after the method,
 // bounded as the metrics' method label is (Options.SpanName), since callers
-// choose method names; the health and reflection calls the sidecar makes
-// and answers on its own are not traced.
+// choose method names; a failed call's span has its code, not its status
+// message, which may repeat what was asked; the health and reflection calls
+// the sidecar makes and answers on its own are not traced.
 package tracing
 
 import (
