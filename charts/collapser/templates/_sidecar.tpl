@@ -61,6 +61,9 @@ env:
   - name: GOGC
     value: {{ . | quote }}
   {{- end }}
+  {{- with include "collapser.tracingEnv" .Values.tracing | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- with .Values.collapser.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -101,4 +104,51 @@ A probe as YAML: a gRPC probe that names no port probes the given one.
 {{- $_ := set $probe.grpc "port" (int .port) -}}
 {{- end -}}
 {{- toYaml $probe -}}
+{{- end }}
+
+{{/*
+The sidecar's OTEL_* variables from the tracing values, none while tracing.endpoint is
+empty; an empty value leaves its variable to the sidecar's default. The pod's name and
+namespace are always resource attributes. Its argument is .Values.tracing.
+*/}}
+{{- define "collapser.tracingEnv" -}}
+{{- if .endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+{{- with .sampler }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ . | quote }}
+{{- end }}
+{{- if ne (toString .samplerArg) "" }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .samplerArg | toString | quote }}
+{{- end }}
+{{- with .serviceName }}
+- name: OTEL_SERVICE_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- with .maxQueueSize }}
+- name: OTEL_BSP_MAX_QUEUE_SIZE
+  value: {{ . | int64 | quote }}
+{{- end }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ include "collapser.resourceAttributes" .resourceAttributes | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+OTEL_RESOURCE_ATTRIBUTES: the pod's name and namespace (expanded by the kubelet from
+POD_NAME and POD_NAMESPACE), then the given attributes, key=value, comma-separated.
+*/}}
+{{- define "collapser.resourceAttributes" -}}
+k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE)
+{{- range $key, $value := . }},{{ $key }}={{ $value }}{{ end }}
 {{- end }}
