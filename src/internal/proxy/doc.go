@@ -27,6 +27,11 @@
 // what it is forwarded on its peer port, with its own backend. Where a call
 // came from (a caller or a peer) is an origin value that every path reads.
 //
+// With a TracerProvider (trace.go), every caller's server span says how its
+// call was served, and links to the span of the call that answered it when
+// that call was another's; the one call a flight makes has a span of its
+// own, whose context the backend call carries.
+//
 // The shape follows github.com/mwitkow/grpc-proxy: a raw codec, a director-free
 // handler that forwards frames, and errors that name the direction that failed.
 package proxy

@@ -13,10 +13,13 @@ func backendPanels(l *layout) []cog.Builder[dashboard.Panel] {
 		graph(10, "Backend call latency", l.at(0, 0, 12, 8), units.Seconds).
 			Description(`Quantiles of the sidecar's backend call duration, from the ` +
 				`collapser_backend_call_duration_seconds histogram: calls of unary methods (and of methods ` +
-				`of unknown kind); streams are counted, not timed.`).
+				`of unknown kind); streams are counted, not timed. With tracing on, the points on the p95 ` +
+				`line are exemplars: a sampled backend call's duration and its trace (trace_id), the ` +
+				`leader's trace, in which every caller it answered has a link to it.`).
 			Targets(queries(
 				series(`histogram_quantile(0.5, sum by (le) (rate(collapser_backend_call_duration_seconds_bucket{method=~"$method"}[$__rate_interval])))`, "p50"),
-				series(`histogram_quantile(0.95, sum by (le) (rate(collapser_backend_call_duration_seconds_bucket{method=~"$method"}[$__rate_interval])))`, "p95"),
+				series(`histogram_quantile(0.95, sum by (le) (rate(collapser_backend_call_duration_seconds_bucket{method=~"$method"}[$__rate_interval])))`, "p95").
+					Exemplar(true),
 				series(`histogram_quantile(0.99, sum by (le) (rate(collapser_backend_call_duration_seconds_bucket{method=~"$method"}[$__rate_interval])))`, "p99"),
 			)),
 		graph(11, "Errors/s (code != OK)", l.at(12, 0, 12, 8), units.RequestsPerSecond).
