@@ -13,8 +13,12 @@ const exemplarLabel = "trace_id"
 
 // exemplar returns the exemplar of a call whose context is ctx: the trace ID
 // of its span, when the span is sampled (a trace that is not exported would
-// be a link to nothing); nil otherwise, at the cost of a context lookup.
-func exemplar(ctx context.Context) prometheus.Labels {
+// be a link to nothing); nil otherwise. With tracing off it does not even
+// look.
+func (s *Recorder) exemplar(ctx context.Context) prometheus.Labels {
+	if s.sources.Traces == nil {
+		return nil
+	}
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsSampled() {
 		return nil
@@ -22,18 +26,20 @@ func exemplar(ctx context.Context) prometheus.Labels {
 	return prometheus.Labels{exemplarLabel: sc.TraceID().String()}
 }
 
-// add counts one in c, with ctx's exemplar if it has one.
-func add(ctx context.Context, c prometheus.Counter) {
-	if e := exemplar(ctx); e != nil {
+// add counts one in c, with ctx's exemplar if it has one and the Recorder
+// looks for exemplars.
+func (s *Recorder) add(ctx context.Context, c prometheus.Counter) {
+	if e := s.exemplar(ctx); e != nil {
 		c.(prometheus.ExemplarAdder).AddWithExemplar(1, e)
 		return
 	}
 	c.Inc()
 }
 
-// observe records v in o, with ctx's exemplar if it has one.
-func observe(ctx context.Context, o prometheus.Observer, v float64) {
-	if e := exemplar(ctx); e != nil {
+// observe records v in o, with ctx's exemplar if it has one and the
+// Recorder looks for exemplars.
+func (s *Recorder) observe(ctx context.Context, o prometheus.Observer, v float64) {
+	if e := s.exemplar(ctx); e != nil {
 		o.(prometheus.ExemplarObserver).ObserveWithExemplar(v, e)
 		return
 	}

@@ -74,9 +74,12 @@ func exemplars(t *testing.T, reg prometheus.Gatherer, name string) []string {
 	return ids
 }
 
+// traced is a Recorder's Sources with tracing on.
+var traced = Sources{Traces: func() tracing.Stats { return tracing.Stats{} }}
+
 func TestRecorder_ASampledCallIsTheExemplarOfItsCountsAndDuration(t *testing.T) {
 	for _, sampled := range []bool{true, false} {
-		s, reg := newTestRecorder(t, nil)
+		s, reg := newTestRecorderWith(t, traced)
 		ctx := inTrace(t, sampled)
 		s.ObserveRequest(ctx, proxy.RouteCaller, sayHello, "joined", codes.OK)
 		s.ObserveBackendCall(ctx, sayHello, codes.OK, 20*time.Millisecond)
@@ -92,8 +95,16 @@ func TestRecorder_ASampledCallIsTheExemplarOfItsCountsAndDuration(t *testing.T) 
 	}
 }
 
-func TestHandler_ServesExemplarsToAnOpenMetricsScraper(t *testing.T) {
+func TestRecorder_NoExemplarWithTracingOff(t *testing.T) {
 	s, reg := newTestRecorder(t, nil)
+	s.ObserveBackendCall(inTrace(t, true), sayHello, codes.OK, 20*time.Millisecond)
+	if got := exemplars(t, reg, "collapser_backend_call_duration_seconds"); len(got) != 0 {
+		t.Errorf("exemplars %v with tracing off, want none", got)
+	}
+}
+
+func TestHandler_ServesExemplarsToAnOpenMetricsScraper(t *testing.T) {
+	s, reg := newTestRecorderWith(t, traced)
 	s.ObserveBackendCall(inTrace(t, true), sayHello, codes.OK, 20*time.Millisecond)
 	for accept, want := range map[string]bool{"application/openmetrics-text; version=1.0.0": true, "text/plain": false} {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)

@@ -40,8 +40,9 @@ type Sources struct {
 	// Streams returns the replayed streams' state (required).
 	Streams func() replay.Stats
 	// Traces returns the counts of spans not exported, which
-	// collapser_trace_spans_dropped_total reports. Nil: tracing is off, and
-	// the metric is not exported.
+	// collapser_trace_spans_dropped_total reports. Nil: tracing is off: the
+	// metric is not exported, and no call's context is searched for an
+	// exemplar.
 	Traces func() tracing.Stats
 	// Labels bounds the method label values; the sidecar's traces name
 	// their spans with the same Set. Nil: a Set of the Recorder's own,
@@ -170,7 +171,7 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 // collapser_peer_requests_total for what a peer forwarded. A sampled span
 // in ctx, the call's, is the count's exemplar.
 func (s *Recorder) ObserveRequest(ctx context.Context, route proxy.Route, method, outcome string, code codes.Code) {
-	add(ctx, s.routed(route).WithLabelValues(s.methods.Label(method), outcome, codeName(code)))
+	s.add(ctx, s.routed(route).WithLabelValues(s.methods.Label(method), outcome, codeName(code)))
 }
 
 // routed returns the requests series of route.
@@ -189,8 +190,8 @@ func (s *Recorder) routed(route proxy.Route) *prometheus.CounterVec {
 // duration.
 func (s *Recorder) ObserveBackendCall(ctx context.Context, method string, code codes.Code, d time.Duration) {
 	m := s.methods.Label(method)
-	add(ctx, s.backendCalls.WithLabelValues(m, codeName(code)))
-	observe(ctx, s.backendDuration.WithLabelValues(m), d.Seconds())
+	s.add(ctx, s.backendCalls.WithLabelValues(m, codeName(code)))
+	s.observe(ctx, s.backendDuration.WithLabelValues(m), d.Seconds())
 }
 
 // ObserveBackendStream counts one backend stream that ended with code; a

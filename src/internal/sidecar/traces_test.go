@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -280,4 +282,20 @@ func TestTraces_PassthroughSpansHaveNoLink(t *testing.T) {
 		t.Errorf("%d call spans: a passed-through call is the caller's own", n)
 	}
 	nothingSecretExported(t, r)
+}
+
+func TestTraces_ABadOTELValueStopsStartupAndAFailedStartLeavesNothingRunning(t *testing.T) {
+	traced(t)
+	cfg := config.Default()
+	t.Setenv("OTEL_TRACES_SAMPLER", "sometimes")
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER") {
+		t.Errorf("New with OTEL_TRACES_SAMPLER=sometimes: %v, want an error naming the variable", err)
+	}
+	// Tracing starts before the parts that fail here: its exporter and batch
+	// processor are shut down again (goleak checks at the end).
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	cfg.PolicyFile = filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("New with a missing policy file succeeded")
+	}
 }

@@ -92,8 +92,11 @@ type Stats struct {
 // first export.
 func New(o Options) (*Tracing, error) {
 	s, err := readSettings(os.Getenv)
-	if err != nil || !s.on {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if !s.on {
+		return nil, nil
 	}
 	ctx := context.Background() // neither builds anything that lasts beyond the call
 	res, err := resource.New(ctx,
