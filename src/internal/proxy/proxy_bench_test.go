@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/internal/otlptest"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/testkit"
 	"github.com/collapser/collapser/src/internal/tracing"
+	"github.com/collapser/collapser/src/otlptest"
 )
 
 // The benchmarks call SayHello over real loopback gRPC with a backend that

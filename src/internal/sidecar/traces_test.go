@@ -18,10 +18,10 @@ import (
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
-	"github.com/collapser/collapser/src/internal/otlptest"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/testkit"
+	"github.com/collapser/collapser/src/otlptest"
 )
 
 // The traces tests run sidecars that export to an in-process OTLP receiver

@@ -11,9 +11,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	"github.com/collapser/collapser/src/internal/otlptest"
 	"github.com/collapser/collapser/src/internal/testkit"
 	"github.com/collapser/collapser/src/internal/tracing"
+	"github.com/collapser/collapser/src/otlptest"
 )
 
 func TestHandlers_SpanPerCallNamedBoundedHealthUntraced(t *testing.T) {

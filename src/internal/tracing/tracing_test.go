@@ -9,9 +9,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/logrecorder"
-	"github.com/collapser/collapser/src/internal/otlptest"
 	"github.com/collapser/collapser/src/internal/testkit"
 	"github.com/collapser/collapser/src/internal/tracing"
+	"github.com/collapser/collapser/src/otlptest"
 )
 
 // endSpans starts and ends n spans named name, each a root.

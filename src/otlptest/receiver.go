@@ -1,7 +1,9 @@
 // Package otlptest is an OTLP trace receiver for tests: the collector's
-// TraceService on a loopback port, which keeps every span it is sent, and
-// the environment that makes the sidecar's tracing (package tracing) export
-// to it. Only tests import it.
+// TraceService on a loopback port (or an address a kind cluster's pods
+// reach), which keeps every span it is sent, and the environment that makes
+// the sidecar's tracing (package tracing) export to it. Only tests import
+// it: this module's, and the e2e tests of the test/ module, which is why it
+// is not internal.
 package otlptest
 
 import (
@@ -34,12 +36,19 @@ type Receiver struct {
 	discard bool          // accept exports and keep nothing of them
 }
 
-// Start serves a Receiver until the test ends. Start it before the sidecars
-// that export to it: they stop first, and flush their last spans to it.
+// Start serves a Receiver on a loopback port until the test ends. Start it
+// before the sidecars that export to it: they stop first, and flush their
+// last spans to it.
 func Start(t testing.TB) *Receiver {
 	t.Helper()
+	return StartOn(t, "127.0.0.1:0")
+}
+
+// StartOn is Start on addr: an address pods of a kind cluster reach, say.
+func StartOn(t testing.TB, addr string) *Receiver {
+	t.Helper()
 	r := &Receiver{}
-	lis := testkit.Listen(t, "127.0.0.1:0")
+	lis := testkit.Listen(t, addr)
 	r.addr = lis.Addr().String()
 	srv := grpc.NewServer()
 	coltracepb.RegisterTraceServiceServer(srv, r)
@@ -48,12 +57,15 @@ func Start(t testing.TB) *Receiver {
 	return r
 }
 
+// Addr returns the address r serves on.
+func (r *Receiver) Addr() string { return r.addr }
+
 // Setenv points the OTLP exporter of package tracing at r for the rest of
 // the test, in plain text, with batches sent every 10 milliseconds: tracing
 // is on for every sidecar the test starts afterwards.
 func (r *Receiver) Setenv(t testing.TB) {
 	t.Helper()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.Addr())
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
 }
 
