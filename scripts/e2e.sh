@@ -28,4 +28,4 @@ fi
 
 echo "==> go test ./e2e/ (node image: ${KIND_NODE_IMAGE:-kind default})"
 cd test
-COLLAPSER_E2E=1 KIND="${root}/bin/kind" go test -count=1 -timeout 45m -v -run '^TestCollapserOnKind$' ./e2e/
+COLLAPSER_E2E=1 KIND="${root}/bin/kind" go test -count=1 -timeout 45m -v -run '^(TestCollapserOnKind|TestTracesOnKind)$' ./e2e/

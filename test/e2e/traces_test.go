@@ -31,12 +31,8 @@ const tracedBurst = 1000
 // The sidecar's pod must reach the test process: the receiver listens on
 // the gateway of the kind cluster's docker network (docker network inspect
 // kind), which a pod reaches through its node, or on E2E_OTLP_LISTEN
-// (host:port) when set. make e2e does not run it; run it alone:
-//
-//	root=$PWD; export PATH="$root/bin:$PATH"; ./scripts/tools.sh kind helm && source scripts/kind-env.sh
-//	(cd test && COLLAPSER_E2E=1 KIND="$root/bin/kind" go test -count=1 -timeout 30m -v -run '^TestTracesOnKind$' ./e2e/)
-//
-// with E2E_REUSE_CLUSTER=1 to use a running cluster (its images loaded again).
+// (host:port) when set. make e2e runs it after TestCollapserOnKind, on the
+// same cluster.
 func TestTracesOnKind(t *testing.T) {
 	s := loadSettings(t)
 	ensureCluster(t, s)
@@ -48,6 +44,8 @@ func TestTracesOnKind(t *testing.T) {
 	opts := helmOptions(s, kubectl, cacheTTL)
 	opts.SetValues["tracing.endpoint"] = "http://" + r.Addr()
 	opts.SetValues["tracing.maxQueueSize"] = fmt.Sprint(4 * tracedBurst) // the burst's spans wait for one export
+	// The injector's webhook configuration is cluster-wide: TestCollapserOnKind's.
+	opts.SetValues["injector.enabled"] = "false"
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPod(t, kubectl, "")
 

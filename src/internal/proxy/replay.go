@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -35,24 +36,47 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	}
 	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that
-		// opened it.
+		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
+		var up replay.Upstream
+		var err error
 		if cc, ok := o.owners.pick(key); ok {
-			return p.openOwner(ctx, cc, method, sub, payload, md, key)
+			up, err = p.openOwner(ctx, cc, method, sub, payload, md, key)
+		} else {
+			up, err = p.openUpstream(ctx, method, sub, payload, md)
 		}
-		return p.openUpstream(ctx, method, sub, payload, md)
+		if sc := trace.SpanContextFromContext(ctx); err == nil && sc.IsSampled() {
+			up = sourced{up, &producer{traceID: sc.TraceID(), spanID: sc.SpanID(), flags: sc.TraceFlags()}}
+		}
+		return up, err
 	})
+	var from producer
 	if outcome != replay.Own {
 		err = p.relay(ss, rd)
+		if opener, ok := rd.Source().(*producer); ok && outcome != replay.Lead {
+			from = *opener
+		}
 		rd.Close()
 	}
 	if outcome == replay.Own || errors.Is(err, replay.ErrPrivate) {
-		outcome = replay.Own
+		outcome, from = replay.Own, producer{}
 		err = p.ownStream(ss, method, sub, payload, md)
 	}
-	p.report(ctx, o.streams, method, outcome.String(), callerCode(ctx, err), producer{})
+	p.report(ctx, o.streams, method, outcome.String(), callerCode(ctx, err), from)
 	return err
 }
+
+// sourced is a record's upstream that names the span of the caller that
+// opened it (replay.Sourced): the readers that join or replay the record
+// link to it. Only sampled opening spans are named; a kept record holds the
+// pointer (a producer, 32 bytes).
+type sourced struct {
+	replay.Upstream
+	from *producer
+}
+
+// Source implements replay.Sourced.
+func (s sourced) Source() any { return s.from }
 
 // relay writes what rd reads to the caller: the header, every message, the
 // trailer and the status.

@@ -39,6 +39,7 @@ type record struct {
 	err       error // the upstream's end: nil for OK
 	trailer   metadata.MD
 	readers   int // of a live record
+	source    any // what a Sourced upstream said of itself
 
 	// Guarded by streams.mu.
 	expires  time.Time
@@ -67,9 +68,13 @@ func (r *record) pump(ctx context.Context, open Open) {
 		r.end(nil, err)
 		return
 	}
+	var source any
+	if s, ok := up.(Sourced); ok {
+		source = s.Source()
+	}
 	header, err := up.Header()
 	r.update(func() {
-		r.header, r.headerSet = header, true
+		r.header, r.headerSet, r.source = header, true, source
 		if r.streams.private != nil && r.streams.private(header) {
 			r.private, r.closed = true, true
 		}
@@ -177,6 +182,14 @@ func (rd *Reader) Header(ctx context.Context) (metadata.MD, error) {
 		return nil, ErrPrivate
 	}
 	return r.header, nil
+}
+
+// Source returns what the record's upstream said of itself (Sourced), once
+// Header has returned; nil for an upstream that says nothing.
+func (rd *Reader) Source() any {
+	rd.r.mu.Lock()
+	defer rd.r.mu.Unlock()
+	return rd.r.source
 }
 
 // Next returns the next message, waiting for it while the stream is live;

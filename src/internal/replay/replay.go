@@ -89,6 +89,15 @@ type Upstream interface {
 	Trailer() metadata.MD
 }
 
+// Sourced is an Upstream that says where it comes from: every Reader of its
+// record returns what Source returned (Reader.Source), so that a caller can
+// name the stream it read though it did not open it. The proxy gives the
+// span of the caller that opened it, which the spans of the others link to.
+// Keep it small: a kept record holds it.
+type Sourced interface {
+	Source() any
+}
+
 // Open starts the upstream of a record under ctx, which belongs to no
 // caller and ends when the last reader leaves.
 type Open func(ctx context.Context) (Upstream, error)

@@ -383,3 +383,53 @@ func TestStreams_ARecordEndingBadlyIsNeverReplayedWhileFinishDropsIt(t *testing.
 		})
 	}
 }
+
+// sourcedUpstream is an upstream that says where it comes from.
+type sourcedUpstream struct {
+	Upstream
+	name string
+}
+
+func (s sourcedUpstream) Source() any { return s.name }
+
+func TestReader_SourceIsWhatTheUpstreamSaidOfItself(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		wrap func(Upstream) Upstream
+		want any
+	}{
+		{"sourced", func(u Upstream) Upstream { return sourcedUpstream{u, "opener"} }, "opener"},
+		{"silent", func(u Upstream) Upstream { return u }, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(Options{})
+			src := newSource(nil)
+			open := func(ctx context.Context) (Upstream, error) {
+				up, err := src.open(ctx)
+				return tt.wrap(up), err
+			}
+			lead, _ := s.Join("k", time.Hour, open)
+			follower, o := s.Join("k", time.Hour, open)
+			if o != Join {
+				t.Fatalf("second caller: %v, want joined", o)
+			}
+			results := []<-chan readResult{goRead(t, lead), goRead(t, follower)}
+			<-src.started
+			send(t, src, 0, 3)
+			close(src.up.msgs)
+			for _, ch := range results {
+				<-ch
+			}
+			replayed, o := s.Join("k", time.Hour, open)
+			if o != Replay {
+				t.Fatalf("third caller: %v, want replayed", o)
+			}
+			defer replayed.Close()
+			for i, rd := range []*Reader{lead, follower, replayed} {
+				if got := rd.Source(); got != tt.want {
+					t.Errorf("reader %d: Source() = %v, want %v", i, got, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -3,7 +3,9 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -297,5 +300,64 @@ func TestTraces_ABadOTELValueStopsStartupAndAFailedStartLeavesNothingRunning(t *
 	cfg.PolicyFile = filepath.Join(t.TempDir(), "missing.yaml")
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("New with a missing policy file succeeded")
+	}
+}
+
+func TestTraces_ReplayedStreamsCallersLinkToTheSpanThatOpenedTheStream(t *testing.T) {
+	r := traced(t)
+	gate := make(chan struct{})
+	backend := &testkit.Greeter{StreamHellos: func(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+		if err := stream.Send(&hellov1.HelloReply{Message: "first"}); err != nil {
+			return err
+		}
+		<-gate // live until the second caller has joined
+		return stream.Send(&hellov1.HelloReply{Message: "second"})
+	}}
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.PolicyFile = replayPolicy(t, time.Minute) })
+	waitStreamLearned(t, sc)
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	ctx := testkit.Context(t)
+	read := func(n int) error {
+		callCtx, _ := inTrace(ctx, n)
+		stream, err := client.StreamHellos(callCtx, &hellov1.HelloRequest{Name: "feed"})
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := stream.Recv(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	done := make(chan error, 2)
+	go func() { done <- read(0) }()
+	testkit.WaitFor(t, "the opener reading", func() bool { return sc.proxy.StreamStats().Readers == 1 })
+	go func() { done <- read(1) }()
+	testkit.WaitFor(t, "a second caller joined", func() bool { return sc.proxy.StreamStats().Readers == 2 })
+	close(gate)
+	for range 2 {
+		if err := testkit.Recv(t, "a caller's stream", done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := read(2); err != nil { // the kept record, replayed
+		t.Fatal(err)
+	}
+	if n := backend.Calls.StreamHellos.Load(); n != 1 {
+		t.Fatalf("backend streams = %d, want 1", n)
+	}
+	spans := r.WaitFor(t, "the three callers' spans", func(s otlptest.Spans) bool { return len(outcomes(s)) == 3 })
+	leaders := served(spans, "leader")
+	if len(leaders) != 1 || len(leaders[0].Links) != 0 {
+		t.Fatalf("leader spans %v, want one, without a link", leaders)
+	}
+	for _, outcome := range []string{"joined", "replayed"} {
+		got := served(spans, outcome)
+		if len(got) != 1 || len(got[0].Links) != 1 || !got[0].LinksTo(leaders[0]) {
+			t.Errorf("%s spans %v, want one linking to the span that opened the stream", outcome, got)
+		}
 	}
 }
