@@ -132,24 +132,7 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 
 // Purge implements adminv1.CacheServer.
 func (s *Service) Purge(ctx context.Context, req *adminv1.PurgeRequest) (*adminv1.PurgeResponse, error) {
-	kind, err := check(req)
-	result, resp := ResultInvalid, &adminv1.PurgeResponse{}
-	switch {
-	case err != nil:
-	default:
-		if err = s.access(ctx); err != nil {
-			result = ResultRefused
-			break
-		}
-		result, resp, err = s.everywhere(ctx, kind, req)
-	}
-	if s.o.Observer != nil {
-		mode := ModeHard
-		if req.GetSoft() {
-			mode = ModeSoft
-		}
-		s.o.Observer.ObservePurge(kind, mode, result, int(resp.GetEntries()))
-	}
+	resp, err := s.run(ctx, req, s.access)
 	if err != nil {
 		return nil, err
 	}
@@ -170,17 +153,33 @@ func (s *Service) Invalidate(ctx context.Context, methods, tags []string) error 
 	}
 	var errs []error
 	for _, req := range reqs {
-		kind, err := check(req)
-		result, resp := ResultInvalid, &adminv1.PurgeResponse{}
-		if err == nil {
-			result, resp, err = s.everywhere(ctx, kind, req)
-		}
-		if s.o.Observer != nil {
-			s.o.Observer.ObservePurge(kind, ModeHard, result, int(resp.GetEntries()))
-		}
+		_, err := s.run(ctx, req, nil)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// run checks req, then the caller's access when access is not nil, runs it
+// everywhere and observes it with its result.
+func (s *Service) run(ctx context.Context, req *adminv1.PurgeRequest, access func(context.Context) error) (*adminv1.PurgeResponse, error) {
+	kind, err := check(req)
+	result, resp := ResultInvalid, &adminv1.PurgeResponse{}
+	if err == nil && access != nil {
+		if err = access(ctx); err != nil {
+			result = ResultRefused
+		}
+	}
+	if err == nil {
+		result, resp, err = s.everywhere(ctx, kind, req)
+	}
+	if s.o.Observer != nil {
+		mode := ModeHard
+		if req.GetSoft() {
+			mode = ModeSoft
+		}
+		s.o.Observer.ObservePurge(kind, mode, result, int(resp.GetEntries()))
+	}
+	return resp, err
 }
 
 // everywhere runs a checked request of kind here and, with Replicas, on

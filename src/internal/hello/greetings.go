@@ -51,13 +51,7 @@ func GreetingTag(name string) string { return "greeting:" + name }
 // GetGreeting answers name's greeting after the configured latency, tagged
 // GreetingTag(name), or NOT_FOUND when none is set.
 func (g greeter) GetGreeting(ctx context.Context, req *hellov1.GetGreetingRequest) (*hellov1.Greeting, error) {
-	if _, err := g.s.receive(ctx, getGreeting); err != nil {
-		return nil, err
-	}
-	if err := g.s.wait(ctx); err != nil {
-		return nil, err
-	}
-	if err := tag(ctx, req.GetName()); err != nil {
+	if err := g.s.receiveTagged(ctx, getGreeting, req.GetName()); err != nil {
 		return nil, err
 	}
 	v := g.s.greetings.get(req.GetName())
@@ -70,20 +64,21 @@ func (g greeter) GetGreeting(ctx context.Context, req *hellov1.GetGreetingReques
 // SetGreeting sets the request's greeting after the configured latency and
 // answers it with its version, tagged GreetingTag(name).
 func (g greeter) SetGreeting(ctx context.Context, req *hellov1.Greeting) (*hellov1.Greeting, error) {
-	if _, err := g.s.receive(ctx, setGreeting); err != nil {
-		return nil, err
-	}
-	if err := g.s.wait(ctx); err != nil {
-		return nil, err
-	}
-	if err := tag(ctx, req.GetName()); err != nil {
+	if err := g.s.receiveTagged(ctx, setGreeting, req.GetName()); err != nil {
 		return nil, err
 	}
 	return g.s.greetings.set(req.GetName(), req.GetText()), nil
 }
 
-// tag puts GreetingTag(name) in the answer's HeaderTags.
-func tag(ctx context.Context, name string) error {
+// receiveTagged counts one request of m, waits the configured latency and
+// tags the answer GreetingTag(name) in HeaderTags.
+func (s *Server) receiveTagged(ctx context.Context, m method, name string) error {
+	if _, err := s.receive(ctx, m); err != nil {
+		return err
+	}
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
 	if err := grpc.SetHeader(ctx, metadata.Pairs(HeaderTags, GreetingTag(name))); err != nil {
 		return status.Errorf(codes.Internal, "set header: %v", err)
 	}

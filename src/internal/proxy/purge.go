@@ -58,12 +58,8 @@ func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD,
 func (p *Proxy) PurgeMethod(method string, how Purge) int {
 	prefix := requestkey.MethodPrefix(method)
 	ofMethod := func(key string) bool {
-		for _, o := range p.origins(how.Scope) {
-			if o.owns(key) && strings.HasPrefix(key[len(o.keyPrefix):], prefix) {
-				return true
-			}
-		}
-		return false
+		rest, ok := how.Scope.match(key)
+		return ok && strings.HasPrefix(rest, prefix)
 	}
 	return p.group.PurgeMatching(func(key string, _ *Response) bool { return ofMethod(key) }, ofMethod, how.Soft)
 }
@@ -73,12 +69,8 @@ func (p *Proxy) PurgeMethod(method string, how Purge) int {
 // the scope is detached.
 func (p *Proxy) PurgeTag(tag string, how Purge) int {
 	inScope := func(key string) bool {
-		for _, o := range p.origins(how.Scope) {
-			if o.owns(key) {
-				return true
-			}
-		}
-		return false
+		_, ok := how.Scope.match(key)
+		return ok
 	}
 	return p.group.PurgeMatching(
 		func(key string, r *Response) bool { return r.tags.has(tag) && inScope(key) },
@@ -98,8 +90,16 @@ func (p *Proxy) origins(scope Scope) []*origin {
 	return []*origin{&p.callers, &p.forwarded}
 }
 
-// owns reports whether key is one of o's: the keys of the calls peers
+// match reports whether key, kept by the proxy, is of an origin in scope s,
+// and returns it without that origin's prefix: the keys of the calls peers
 // forward start with peerKeyPrefix, and no other key does.
-func (o *origin) owns(key string) bool {
-	return strings.HasPrefix(key, peerKeyPrefix) == (o.keyPrefix == peerKeyPrefix)
+func (s Scope) match(key string) (string, bool) {
+	rest, forwarded := strings.CutPrefix(key, peerKeyPrefix)
+	switch s {
+	case Owned:
+		return rest, forwarded
+	case Callers:
+		return key, !forwarded
+	}
+	return rest, true
 }

@@ -141,29 +141,29 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 }
 
 // replicas returns the other replicas purges are taken to, with the
-// release's peer token, and the token; nil and "" without peers or without
-// a token, when purges stay on this replica.
-func replicas(cfg config.Settings, logger *slog.Logger) (*admin.Replicas, string, error) {
+// release's peer token; nil without peers or without a token, when purges
+// stay on this replica.
+func replicas(cfg config.Settings, logger *slog.Logger) (*admin.Replicas, error) {
 	if cfg.Peers == "" {
-		return nil, "", nil
+		return nil, nil
 	}
 	if cfg.PeerTokenFile == "" {
 		logger.Warn("peers without a peer token (COLLAPSER_PEER_TOKEN_FILE): purges stay on this replica, and the peer listener takes none from the others")
-		return nil, "", nil
+		return nil, nil
 	}
 	data, err := os.ReadFile(cfg.PeerTokenFile)
 	if err != nil {
-		return nil, "", fmt.Errorf("peer token: %w", err)
+		return nil, fmt.Errorf("peer token: %w", err)
 	}
 	token := strings.TrimSpace(string(data))
 	if token == "" {
-		return nil, "", fmt.Errorf("peer token: %s is empty", cfg.PeerTokenFile)
+		return nil, fmt.Errorf("peer token: %s is empty", cfg.PeerTokenFile)
 	}
 	fanout, err := peers.NewFanout(cfg.Peers)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return &admin.Replicas{Fanout: fanout, Token: token, Self: rand.Text()}, token, nil
+	return &admin.Replicas{Fanout: fanout, Token: token, Self: rand.Text()}, nil
 }
 
 // assemble connects the parts around the backend and peer connections.
@@ -216,7 +216,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 	if peerConn != nil {
 		peerCC = peerConn
 	}
-	others, token, err := replicas(cfg, logger)
+	others, err := replicas(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -262,9 +262,9 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		// with UNAVAILABLE; new calls go over a new connection at once.
 		peerLimits.MaxConnectionAge = peerConnectionAge
 		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), peerLimits.ServerOptions(), tr.ServerOptions())...)
-		self := ""
+		token, self := "", "" // without a token the peer listener takes no purge
 		if others != nil {
-			self = others.Self
+			token, self = others.Token, others.Self
 		}
 		admin.NewPeer(p, token, self).Register(peerServer)
 	}
