@@ -96,9 +96,14 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 		expect("Forwarded share (other pods)", total(source{"the pods' own calls answered by another pod / leaders", p.toPeers / p.leaders},
 			source{"every leader's but the owner's", float64(p.led-1) / float64(p.led)})),
 		expect("Fallbacks to the local backend", total(source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})),
-		expect("Calls served for peers", total(forwarded, source{"the pods' own counts", p.servedForPeers})),
-		expect("Forwarded and peer-served calls/s", sawRate("A", p.forwarded), labelValues("A", "owner", "peer", "self"),
-			peakIs("B", 0), sawRate("C", p.forwarded)),
+		// The owner's own leader is served without a hop once its ring's
+		// connection to itself is up, over its peer port before.
+		expect("Calls served for peers", total(source{"the pods' own counts", p.servedForPeers})),
+		expect("Forwarded and peer-served calls/s", sawRate("A", p.forwarded), labelValues("A", "owner", "kept", "peer", "self"),
+			peakIs("B", 0), sawRate("C", p.servedForPeers)),
+		expect("Replicas each pod lists", peakIs("A", replicas), seriesCount("A", replicas)),
+		// One burst of one key: nothing shows that the method's calls do not share.
+		expect("Forwarded methods", peakIs("A", replicas)),
 	}
 }
 
@@ -116,6 +121,8 @@ func onePodExpectations(burst *demo.Report, truth int64) []expectation {
 		expect("Fallbacks to the local backend", total(none)),
 		expect("Calls served for peers", total(none)),
 		expect("Forwarded and peer-served calls/s", noSeries("A", "B", "C")),
+		expect("Replicas each pod lists", noSeries("A")),
+		expect("Forwarded methods", noSeries("A")),
 	}
 }
 
@@ -182,4 +189,14 @@ func waitForPodScrapes(t *testing.T, prom panelquery.Client, pods int) {
 		}
 		return "scraped", nil
 	})
+}
+
+// seriesCount expects a panel's query to have n series.
+func seriesCount(refID string, n int) panelCheck {
+	return func(v view, panel string) error {
+		if got := len(v.results[viewKey(panel, refID)]); got != n {
+			return fmt.Errorf("%s has %d series, want %d", refID, got, n)
+		}
+		return nil
+	}
 }

@@ -35,10 +35,10 @@ const (
 	// pod gets less than a quarter of the burst (75 connections, 100
 	// expected) with a chance of about one in a thousand.
 	replicaConnections = 300
-	// membershipBound is how long a new pod may go unseen by the others
-	// (peers.MembershipBound: 22 s of connection age and 5 s of DNS),
-	// plus what Kubernetes takes to publish a ready pod's address.
-	membershipBound = 27*time.Second + 15*time.Second
+	// membershipWait is how long the test waits for every pod to see a new
+	// one (measured in seconds: each resolves the peers every 2 s) and for
+	// it to own keys: a wait for a busy machine, not a bound.
+	membershipWait = 2 * time.Minute
 	// churnBound bounds the wait for the burst a pod is deleted in: ten
 	// waves of 3 s calls, and a client pod's start and end, several times
 	// over.
@@ -59,7 +59,7 @@ type demoReport struct {
 // dashboard's Replicas row shows it; that a burst of identical streams reads
 // one backend stream; three backend calls and streams with peers off;
 // that deleting a pod during a burst loses no caller; and that a fourth pod
-// owns keys within the documented bound.
+// every pod sees a fourth pod, which then owns keys.
 func checkReplicas(t *testing.T, s settings) {
 	kubectl := restrictedNamespace(t, s, "collapser-replicas-"+strings.ToLower(random.UniqueId()))
 	opts := helmOptions(s, kubectl, cacheTTL)
@@ -181,7 +181,7 @@ func checkReplicas(t *testing.T, s settings) {
 		waitForProxyPods(t, kubectl, replicas)
 	})
 
-	t.Run("a new pod owns keys within the membership bound", func(t *testing.T) {
+	t.Run("every pod sees a new pod, and it owns keys", func(t *testing.T) {
 		old := proxyPods(t, kubectl)
 		k8s.RunKubectl(t, kubectl, "scale", "deployment", release, fmt.Sprint("--replicas=", replicas+1))
 		pods := waitForProxyPods(t, kubectl, replicas+1)
@@ -192,6 +192,17 @@ func checkReplicas(t *testing.T, s settings) {
 			}
 		}
 		ready := time.Now()
+		// Each sidecar resolves the peers every 2 s (no connection is lost
+		// when a pod joins): every pod's ring lists the new one.
+		retry.DoWithRetry(t, "every pod lists the new one", int(membershipWait/time.Second), time.Second, func() (string, error) {
+			for pod, families := range podMetrics(t, kubectl, proxyPodSelector, sidecarMetricsPort) {
+				if n := sampleSum(families["collapser_peer_members"], nil); n != replicas+1 {
+					return "", fmt.Errorf("pod %s lists %v replicas", pod, n)
+				}
+			}
+			return "", nil
+		})
+		t.Logf("pod %s ready: every pod listed it %v later", added, time.Since(ready).Round(time.Second))
 		sidecar := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, old[0].Name, 0, 50052)
 		sidecar.ForwardPort(t)
 		defer sidecar.Close()
@@ -200,10 +211,11 @@ func checkReplicas(t *testing.T, s settings) {
 		defer metrics.Close()
 		url := "http://" + metrics.Endpoint() + "/metrics"
 		round := 0
-		retry.DoWithRetry(t, "the new pod owns keys", int(2*membershipBound/(2*time.Second)), 2*time.Second, func() (string, error) {
+		retry.DoWithRetry(t, "the new pod owns keys", int(membershipWait/(2*time.Second)), 2*time.Second, func() (string, error) {
 			round++
 			// Distinct keys through an old pod: a quarter of them are the new
-			// pod's once the old one knows it.
+			// pod's (of those the old pod still forwards: all, or a sample
+			// once their method's forwarded calls stopped sharing).
 			runDemo(t, demo.Config{Target: sidecar.Endpoint(), BackendMetrics: url, Requests: 40, Concurrency: 40,
 				Name: fmt.Sprint("owner-", round), Distinct: true, Timeout: time.Minute})
 			n, err := demo.BackendMetricsCount(t.Context(), url)
@@ -212,11 +224,7 @@ func checkReplicas(t *testing.T, s settings) {
 			}
 			return "", nil
 		})
-		took := time.Since(ready)
-		t.Logf("pod %s ready: it owned keys %v later (bound %v)", added, took.Round(time.Second), membershipBound)
-		if took > membershipBound {
-			t.Errorf("the new pod owned keys %v after it was ready, want within %v", took.Round(time.Second), membershipBound)
-		}
+		t.Logf("pod %s ready: it owned keys %v later", added, time.Since(ready).Round(time.Second))
 	})
 }
 

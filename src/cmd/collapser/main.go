@@ -24,9 +24,10 @@ import (
 )
 
 func main() {
-	// Peers are found by DNS: resolve again soon after a connection is lost
-	// (grpc-go's default waits 30 s), so a new replica is seen within
-	// peers.MembershipBound. It must be set before any gRPC channel exists.
+	// Peers are found by DNS, resolved again every peers.ResolveInterval
+	// (grpc-go's default lets a resolution wait 30 s after the last one),
+	// so a replica that joins is seen within it. It must be set before any
+	// gRPC channel exists.
 	dns.SetMinResolutionInterval(peers.ResolveInterval)
 	command.Main("collapser", func(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return run(ctx, args, os.Getenv, stderr)

@@ -34,9 +34,11 @@ type Sources struct {
 	// request and backend call series are exported at 0 before their first
 	// call. Nil: no method is known.
 	Methods func() map[string]policy.Rule
-	// Peers says the sidecar forwards collapsed calls to their owners: the
-	// peer series of collapsed methods are exported at 0 too.
-	Peers bool
+	// Peers, when set, says the sidecar forwards collapsed calls to their
+	// owners, and returns its peer connection's state, which
+	// collapser_peer_members and collapser_peer_forwarding report; the peer
+	// series of collapsed methods are exported at 0 too. Nil: no peers.
+	Peers func() PeerState
 	// Streams returns the replayed streams' state (required).
 	Streams func() replay.Stats
 	// Traces returns the counts of spans not exported, which
@@ -48,6 +50,16 @@ type Sources struct {
 	// their spans with the same Set. Nil: a Set of the Recorder's own,
 	// keeping methodlabel.MaxUnknown unknown methods.
 	Labels *methodlabel.Set
+}
+
+// PeerState is what a sidecar with peers knows of them at a scrape.
+type PeerState struct {
+	// Members is how many replicas its peer connection last resolved,
+	// itself included.
+	Members int
+	// Forwarded says, for every method it has forwarded calls of, whether
+	// they are forwarded still (the forwarding package).
+	Forwarded map[string]bool
 }
 
 // Recorder records the sidecar's request, backend call and policy metrics.
@@ -72,6 +84,7 @@ type Recorder struct {
 	ruleInfo, inFlight, queued, waiters, entries, bytes  *prometheus.Desc
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
 	spansDropped                                         *prometheus.Desc
+	peerMembers, peerForwarding                          *prometheus.Desc
 }
 
 // counterVec is a counter vector named name, with help and labels.
@@ -109,7 +122,7 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 			Help: "1 if the policy file in force is the file's latest content, 0 if its latest change was invalid.",
 		}),
 		peerCalls: counterVec("collapser_peer_calls_total",
-			"Collapsed calls and replayed streams forwarded to the replica that owns their key, by method, who answered (owner: self when the forwarding sidecar owns the key, peer when another replica does, none when no owner's answer came, for a stream its end) and the code of the owner's answer (a stream's when it ends) or of the failure to reach it.",
+			"Leaders' calls and replayed streams of sidecars with peers, by method, who answered (owner: self when this sidecar owns the key and made the call, peer when another replica owns it and answered, none when no owner's answer came (for a stream, its end), kept when another replica owns the key but the call was made here, its method not forwarded: collapser_peer_forwarding) and the code of the answer (a stream's when it ends; for one this sidecar owns, its opening's) or of the failure to reach the owner.",
 			"method", "owner", "code"),
 		peerFallbacks: counterVec("collapser_peer_fallbacks_total",
 			"Forwarded calls and streams that did not reach an owner and were made to the local backend instead, by method and the code of the failure.",
@@ -144,6 +157,12 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 		spansDropped: prometheus.NewDesc("collapser_trace_spans_dropped_total",
 			"Spans the sidecar ended and did not export, by reason: queue_full (OTEL_BSP_MAX_QUEUE_SIZE spans were waiting for export; a call never waits for room), export_failed (their batch's export failed).",
 			[]string{"reason"}, nil),
+		peerMembers: prometheus.NewDesc("collapser_peer_members",
+			"Replicas the peer connection last resolved, this one included (resolved again every 2 s, and when a connection to one is lost).",
+			nil, nil),
+		peerForwarding: prometheus.NewDesc("collapser_peer_forwarding",
+			"1 while a collapsed method's calls of keys another replica owns are forwarded to that owner, 0 while they are made here because at most 1 in 20 of its forwarded calls shared the owner's backend call lately (a sample of keys is forwarded still), by method.",
+			[]string{"method"}, nil),
 	}
 	if s.methods == nil {
 		s.methods = methodlabel.New(methodlabel.MaxUnknown)
@@ -200,9 +219,9 @@ func (s *Recorder) ObserveBackendStream(method string, code codes.Code) {
 	s.backendCalls.WithLabelValues(s.methods.Label(method), codeName(code)).Inc()
 }
 
-// ObservePeerCall counts one call forwarded to an owner, answered by owner
-// (proxy.OwnerSelf, OwnerPeer or OwnerNone); fellBack: it did not reach one and went to the
-// local backend.
+// ObservePeerCall counts one leader's call of a sidecar with peers, answered
+// by owner (proxy.OwnerSelf, OwnerPeer, OwnerNone or OwnerKept); fellBack:
+// it did not reach one and went to the local backend.
 func (s *Recorder) ObservePeerCall(method, owner string, code codes.Code, fellBack bool) {
 	m := s.methods.Label(method)
 	s.peerCalls.WithLabelValues(m, owner, codeName(code)).Inc()
@@ -258,14 +277,19 @@ func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
 	if s.sources.Traces != nil {
 		ch <- s.spansDropped
 	}
+	if s.sources.Peers != nil {
+		ch <- s.peerMembers
+		ch <- s.peerForwarding
+	}
 }
 
 // Collect implements prometheus.Collector. It first exports every known
 // method's series at 0, per outcome its rule can give, so that the first
 // burst of calls is a rise a rate() sees, not the birth of a series.
 func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
+	var rules map[string]policy.Rule
 	if s.sources.Methods != nil {
-		rules := s.sources.Methods()
+		rules = s.sources.Methods()
 		names := make([]string, 0, len(rules))
 		for m := range rules {
 			names = append(names, m)
@@ -308,6 +332,37 @@ func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.spansDropped, prometheus.CounterValue, float64(ts.QueueFull), "queue_full")
 		ch <- prometheus.MustNewConstMetric(s.spansDropped, prometheus.CounterValue, float64(ts.ExportFailed), "export_failed")
 	}
+	if s.sources.Peers != nil {
+		s.collectPeers(ch, s.sources.Peers(), rules)
+	}
+}
+
+// collectPeers exports the peer connection's state: its members, and
+// whether each collapsed method of rules, and each other method it counted,
+// is forwarded (a method starts forwarded), under the label the method's
+// other series have.
+func (s *Recorder) collectPeers(ch chan<- prometheus.Metric, ps PeerState, rules map[string]policy.Rule) {
+	ch <- prometheus.MustNewConstMetric(s.peerMembers, prometheus.GaugeValue, float64(ps.Members))
+	forwarded := map[string]bool{}
+	for m, r := range rules {
+		if r.Action == policy.Collapse && len(m) <= methodlabel.MaxBytes {
+			forwarded[m] = true
+		}
+	}
+	for m, f := range ps.Forwarded {
+		if label := s.methods.Label(m); label == m {
+			forwarded[m] = f
+		} else {
+			forwarded[label] = forwarded[label] || f // methods past the label bound share one series
+		}
+	}
+	for label, f := range forwarded {
+		v := 0.0
+		if f {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.peerForwarding, prometheus.GaugeValue, v, label)
+	}
 }
 
 // touch creates method's series of the outcomes its rule can give, with
@@ -318,14 +373,14 @@ func (s *Recorder) touch(method string, r policy.Rule) {
 	case policy.Replay:
 		for _, o := range replay.Outcomes {
 			s.streamRequests.WithLabelValues(method, o.String(), ok)
-			if s.sources.Peers {
+			if s.sources.Peers != nil {
 				s.peerRequests.WithLabelValues(method, o.String(), ok)
 			}
 		}
 	case policy.Collapse:
 		for _, o := range collapse.Outcomes {
 			s.requests.WithLabelValues(method, o.String(), ok)
-			if s.sources.Peers {
+			if s.sources.Peers != nil {
 				s.peerRequests.WithLabelValues(method, o.String(), ok)
 			}
 		}
@@ -335,9 +390,12 @@ func (s *Recorder) touch(method string, r policy.Rule) {
 	default:
 		s.requests.WithLabelValues(method, proxy.OutcomePassthrough, ok)
 	}
-	if s.sources.Peers && r.Action != policy.Passthrough {
+	if s.sources.Peers != nil && r.Action != policy.Passthrough {
 		for _, owner := range []string{proxy.OwnerSelf, proxy.OwnerPeer} {
 			s.peerCalls.WithLabelValues(method, owner, ok)
+		}
+		if r.Action == policy.Collapse { // streams are always forwarded
+			s.peerCalls.WithLabelValues(method, proxy.OwnerKept, ok)
 		}
 		s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
 	}

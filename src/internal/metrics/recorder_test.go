@@ -276,7 +276,7 @@ collapser_policy_reloads_total{result="success"} 1
 
 func TestRecorder_PeerCallsFallbacksAndRequests(t *testing.T) {
 	rules := map[string]policy.Rule{sayHello: {Action: policy.Collapse}}
-	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: func() PeerState { return PeerState{} }})
 	if _, err := reg.Gather(); err != nil { // the series of a known method start at 0
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestRecorder_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing
 		feed:                     {Action: policy.Replay},
 		"/hello.v1.Greeter/Chat": {Action: policy.Passthrough}, // never forwarded
 	}
-	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: true})
+	s, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }, Peers: func() PeerState { return PeerState{} }})
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestRecorder_PeerSeriesStartAtZeroForCollapsedAndReplayedMethods(t *testing
 		vec  *prometheus.CounterVec
 		want int
 	}{
-		{"peer calls", s.peerCalls, 4}, // owner self and peer, for each
+		{"peer calls", s.peerCalls, 5}, // owner self and peer, for each, and kept for the collapsed one
 		{"peer fallbacks", s.peerFallbacks, 2},
 		{"peer requests", s.peerRequests, len(collapse.Outcomes) + len(replay.Outcomes)},
 	} {
@@ -384,5 +384,34 @@ collapser_answer_freshness_total{method="/hello.v1.Greeter/SayHello",source="pol
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "collapser_answer_freshness_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestRecorder_PeerMembersAndForwarding(t *testing.T) {
+	state := PeerState{Members: 3, Forwarded: map[string]bool{sayHello: false}}
+	rules := map[string]policy.Rule{sayHello: {Action: policy.Collapse}, "/hello.v1.Greeter/GetGreeting": {Action: policy.Collapse}}
+	_, reg := newTestRecorderWith(t, Sources{Peers: func() PeerState { return state }, Methods: func() map[string]policy.Rule { return rules }})
+	want := `
+# HELP collapser_peer_members Replicas the peer connection last resolved, this one included (resolved again every 2 s, and when a connection to one is lost).
+# TYPE collapser_peer_members gauge
+collapser_peer_members 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "collapser_peer_members"); err != nil {
+		t.Error(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() == "collapser_peer_forwarding" {
+			for _, m := range f.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if len(got) != 2 || got[sayHello] != 0 || got["/hello.v1.Greeter/GetGreeting"] != 1 {
+		t.Errorf("collapser_peer_forwarding = %v, want SayHello 0 (counted) and GetGreeting 1 (not counted yet: forwarded)", got)
 	}
 }

@@ -12,14 +12,22 @@
 // the backend's own status (relayed) from a failure to reach the owner
 // (which it may answer from its own backend).
 //
+// The balancer is ring_hash under a view (ring.go): before a call, the
+// sidecar asks ring_hash's own picker for the key's owner, and a key whose
+// pick is the connection to this replica itself is served here, without a
+// call to its own peer port. Every replica keeps asking ring_hash, so they
+// agree on each key's owner whenever they see the same replicas.
+//
 // Membership comes from a gRPC resolver: dns:/// for a headless Service, or
-// a fixed list of addresses. grpc-go's DNS resolver resolves again when a
-// connection is lost, at most every ResolveInterval; the peer listener ends
-// every connection after MaxConnectionAge, so a replica that joins is seen
-// within MaxConnectionAge (+10 % jitter) + ResolveInterval.
+// a fixed list of addresses. The balancer has the resolver resolve again
+// every ResolveInterval, and grpc-go resolves again when a connection is
+// lost, so a replica that joins or leaves is seen within ResolveInterval of
+// the resolver's answer changing (for a headless Service, of the pod's
+// readiness reaching the cluster's DNS).
 package peers
 
 import (
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,36 +57,35 @@ const (
 	// starts, by which a forwarder tells an answer of its own (it owns the
 	// key) from another replica's.
 	ServedHeader = "collapser-peer-served"
+	// SharedHeader is the trailer an owner adds to an answer that a
+	// forwarded call shared (it joined a flight or was served from the
+	// cache): forwarding it saved a backend call (the forwarding package).
+	SharedHeader = "collapser-peer-shared"
 )
 
-// Headers lists HashHeader, HopHeader and ServedHeader.
-var Headers = []string{HashHeader, HopHeader, ServedHeader}
+// Headers lists HashHeader, HopHeader, ServedHeader and SharedHeader.
+var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader}
 
 // Defaults and fixed settings of peer connections.
 const (
 	// DefaultListen is the address of the peer listener.
 	DefaultListen = ":50053"
-	// MaxConnectionAge is how long the peer listener keeps a connection
-	// before it asks the peer to reconnect (GOAWAY), which makes the
-	// peer's resolver look for replicas again. The calls open on it go on
-	// to their end, over the old connection.
-	MaxConnectionAge = 20 * time.Second
-	// ResolveInterval is the shortest interval between two DNS resolutions
-	// of the peers (grpc-go's default is 30 s; the sidecar sets this one at
-	// start-up with dns.SetMinResolutionInterval).
-	ResolveInterval = 5 * time.Second
+	// ResolveInterval is how often the peer connection resolves the
+	// replicas again, and the shortest interval between two DNS
+	// resolutions (grpc-go's default is 30 s; the sidecar sets this one at
+	// start-up with dns.SetMinResolutionInterval): one DNS query per
+	// replica every 2 s.
+	ResolveInterval = 2 * time.Second
 	// keepaliveTime and keepaliveTimeout detect a peer that has gone without
 	// closing its connection: its calls fail and fall back.
 	keepaliveTime    = 10 * time.Second
 	keepaliveTimeout = 5 * time.Second
 )
 
-// MembershipBound is how long a replica that joins may go unseen by the
-// others: one connection age with its jitter, and one resolution interval.
-const MembershipBound = MaxConnectionAge + MaxConnectionAge/10 + ResolveInterval
-
-// serviceConfig selects ring_hash, hashing HashHeader.
-var serviceConfig = fmt.Sprintf(`{"loadBalancingConfig":[{"ring_hash_experimental":{"requestHashHeader":%q}}]}`, HashHeader)
+// serviceConfig selects the peer balancer (ring.go) with the view id.
+func serviceConfig(id string) string {
+	return fmt.Sprintf(`{"loadBalancingConfig":[{%q:{"view":%q}}]}`, balancerName, id)
+}
 
 // staticScheme is the resolver scheme of a fixed list of peers.
 const staticScheme = "collapser-peers"
@@ -86,17 +93,34 @@ const staticScheme = "collapser-peers"
 // reconnect paces reconnection attempts to a peer that went away.
 var reconnect = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}
 
+// Ring is the connection to the replicas: calls made on it reach the owner
+// of their key (HashHeader), and Owns tells, without a call, the keys this
+// replica owns itself.
+type Ring struct {
+	*grpc.ClientConn
+	view *view
+}
+
 // Dial returns the connection to the peers at target: a gRPC target with a
 // scheme ("dns:///collapser-peers.ns.svc.cluster.local:50053") or a comma
-// list of host:port, with extra options besides its own (a stats handler
-// that traces the calls). It connects lazily.
-func Dial(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+// list of ip:port, with extra options besides its own (a stats handler that
+// traces the calls). listen is this replica's own peer listener, by which it
+// knows itself among the peers. It connects lazily.
+func Dial(target, listen string, extra ...grpc.DialOption) (*Ring, error) {
+	isSelf, err := selfAddress(listen)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{id: rand.Text(), isSelf: isSelf}
 	opts := append(connOptions(),
-		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithDefaultServiceConfig(serviceConfig(v.id)),
 		// The resolver's service config is not looked up (ours is the default
 		// above): grpc-go's DNS resolver would wait for a TXT record first,
 		// seconds where names outside the cluster do not resolve.
 		grpc.WithDisableServiceConfig(),
+		// The ring and its resolutions live as long as the connection, used
+		// or not: Owns answers from them.
+		grpc.WithIdleTimeout(0),
 	)
 	opts = append(opts, extra...)
 	if !strings.Contains(target, "://") {
@@ -109,11 +133,32 @@ func Dial(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithResolvers(r))
 		target = staticScheme + ":///peers"
 	}
+	views.Store(v.id, v)
 	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
+		views.Delete(v.id)
 		return nil, fmt.Errorf("peers %s: %w", target, err)
 	}
-	return cc, nil
+	// Resolve now, so that the ring knows its replicas before the first call.
+	cc.Connect()
+	return &Ring{ClientConn: cc, view: v}, nil
+}
+
+// Owns reports whether this replica owns the key with hash (KeyHash), by
+// ring_hash's pick: its shared call is made here, with no call to its own
+// peer port. False for another replica's key, and while the pick is not
+// known (its connection is being made): the call then goes over the
+// connection, whose pick decides.
+func (r *Ring) Owns(hash string) bool { return r.view.owns(hash) }
+
+// Members returns how many replicas the resolver last named, this one
+// included.
+func (r *Ring) Members() int { return int(r.view.members.Load()) }
+
+// Close closes the connection.
+func (r *Ring) Close() error {
+	defer views.Delete(r.view.id)
+	return r.ClientConn.Close()
 }
 
 // connOptions are the options of every connection to peers: plain text

@@ -1,9 +1,7 @@
 package peers
 
 import (
-	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 
@@ -48,31 +46,4 @@ func owner(t *testing.T, cc *grpc.ClientConn, key string) string {
 		t.Fatal(err)
 	}
 	return p.Addr.String()
-}
-
-func TestDial_EveryReplicaSendsAKeyToTheSameOwner(t *testing.T) {
-	addrs := servePeers(t, 3)
-	var conns []*grpc.ClientConn
-	for range 3 { // one connection per replica, each with its own ring
-		cc, err := Dial(strings.Join(addrs, ","))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cc.Close() })
-		conns = append(conns, cc)
-	}
-	owners := map[string]int{}
-	for i := range 30 {
-		key := fmt.Sprint("key-", i)
-		want := owner(t, conns[0], key)
-		for j, cc := range conns[1:] {
-			if got := owner(t, cc, key); got != want {
-				t.Errorf("%s: replica %d sends it to %s, replica 0 to %s", key, j+1, got, want)
-			}
-		}
-		owners[want]++
-	}
-	if len(owners) != 3 {
-		t.Errorf("30 keys went to %d owners (%v), want all 3 to own some", len(owners), owners)
-	}
 }

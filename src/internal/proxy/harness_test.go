@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"net"
@@ -140,9 +141,15 @@ type proxyConfig struct {
 	options func(*proxy.Options)
 	// wrapBackend, when set, wraps the connection to the backend.
 	wrapBackend func(grpc.ClientConnInterface) grpc.ClientConnInterface
-	// peered makes the proxy its own only peer: every collapsed call is
-	// forwarded to its peer listener, one hop more.
-	peered bool
+	// peered makes the proxy a replica with a peer listener: its ring lists
+	// ring, or only its own peer listener when ring is "". Unless
+	// knowsItself, the ring does not know the proxy's own listener as its
+	// own: every collapsed call it owns is forwarded to its peer listener,
+	// one hop more.
+	peered      bool
+	peerLis     net.Listener // the peer listener; one on 127.0.0.1:0 when nil
+	ring        string
+	knowsItself bool
 	// policyFile, when set, is the policy file's content.
 	policyFile string
 	// tracing, when set, traces the proxy's server and connections as the
@@ -207,8 +214,16 @@ func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy
 	}
 	var peerLis net.Listener
 	if cfg.peered {
-		peerLis = testkit.Listen(t, "127.0.0.1:0")
-		peerConn, err := peers.Dial(peerLis.Addr().String(), cfg.tracing.DialOptions()...)
+		peerLis = cfg.peerLis
+		if peerLis == nil {
+			peerLis = testkit.Listen(t, "127.0.0.1:0")
+		}
+		// Port 0 is no peer's: the ring does not know itself.
+		listen := "127.0.0.1:0"
+		if cfg.knowsItself {
+			listen = peerLis.Addr().String()
+		}
+		peerConn, err := peers.Dial(cmp.Or(cfg.ring, peerLis.Addr().String()), listen, cfg.tracing.DialOptions()...)
 		if err != nil {
 			t.Fatalf("peers: %v", err)
 		}

@@ -16,30 +16,63 @@ import (
 // requestkey makes starts with it: a key starts with the method's length.
 const peerKeyPrefix = "\x00"
 
-// owners picks the connection that reaches the owner of a key, in
-// groupcache's PeerPicker shape: ok is false when the key's shared call is
-// made here, with the local backend.
+// owners says where the shared call of a key is made, in groupcache's
+// PeerPicker shape.
 type owners interface {
-	pick(key string) (cc grpc.ClientConnInterface, ok bool)
+	// place returns where key's shared call is made, and under which key
+	// its flight and answer are kept.
+	place(key string) placement
+}
+
+// placement is where a key's shared call is made.
+type placement struct {
+	// key is the key its flight and answer are kept under: a key this
+	// replica owns shares the entries of the calls peers forward here.
+	key string
+	// hash is the key's hash (peers.KeyHash); "" without peers.
+	hash string
+	// owner is the connection that reaches the key's owner; nil when the
+	// call is made here: without peers, for a peer, or for a key this
+	// replica owns.
+	owner grpc.ClientConnInterface
+	// owned: this replica owns the key (observed as OwnerSelf).
+	owned bool
 }
 
 // noPeers makes every shared call here: a sidecar without peers, and every
 // call a peer forwarded.
 type noPeers struct{}
 
-func (noPeers) pick(string) (grpc.ClientConnInterface, bool) { return nil, false }
+func (noPeers) place(key string) placement { return placement{key: key} }
 
-// peerRing reaches every key's owner through one connection to the
-// replicas, whose ring_hash balancer picks the owner by the key's hash
-// (toOwner): the owner may be this sidecar itself, over its own peer port.
-type peerRing struct{ cc grpc.ClientConnInterface }
+// Peers is the connection to the other replicas (implemented by
+// *peers.Ring): its calls reach the owner of their key, by the hash in
+// peers.HashHeader.
+type Peers interface {
+	grpc.ClientConnInterface
+	// Owns reports whether this replica owns the key with hash: its call is
+	// made here, without a call to its own peer port.
+	Owns(hash string) bool
+}
 
-func (r peerRing) pick(string) (grpc.ClientConnInterface, bool) { return r.cc, true }
+// peerRing places every key on its owner among the replicas, by the
+// connection's ring_hash balancer: a key this replica owns is served here,
+// with the entries of the calls peers forward for it.
+type peerRing struct{ ring Peers }
+
+func (r peerRing) place(key string) placement {
+	hash := peers.KeyHash(key)
+	if r.ring.Owns(hash) {
+		return placement{key: peerKeyPrefix + key, hash: hash, owned: true}
+	}
+	return placement{key: key, hash: hash, owner: r.ring}
+}
 
 // Who answered a call forwarded to its key's owner, as passed to
 // Observer.ObservePeerCall.
 const (
-	// OwnerSelf: this sidecar owns the key and answered on its own peer port.
+	// OwnerSelf: this sidecar owns the key, and made its call (on its own
+	// peer port only while its ring's connection to itself was being made).
 	OwnerSelf = "self"
 	// OwnerPeer: another replica owns the key and answered.
 	OwnerPeer = "peer"
@@ -47,6 +80,9 @@ const (
 	// fell back to the local backend, its caller left first, or the owner
 	// went away in the middle of a stream.
 	OwnerNone = "none"
+	// OwnerKept: another replica owns the key, but the call was made here:
+	// its method's forwarded calls rarely share (the forwarding package).
+	OwnerKept = "kept"
 )
 
 // errNotForwarded answers a call to the peer port that no peer forwarded.
@@ -59,17 +95,35 @@ var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer 
 // that did not reach an owner (no owner's trailer on its error: the peer is
 // gone, refused the connection, or the connection broke) is made to the
 // local backend instead, with the time the call has left.
-func (p *Proxy) invokeOwner(ctx context.Context, cc grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD, key string) (*Response, error) {
+func (p *Proxy) invokeOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
 	var header, trailer metadata.MD
 	var reply frame
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := cc.Invoke(toOwner(ctx, md, key), method, &frame{payload: payload}, &reply, opts...)
+	err := pl.owner.Invoke(toOwner(ctx, md, pl.hash), method, &frame{payload: payload}, &reply, opts...)
 	if err != nil && !reachedOwner(ctx, trailer) {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
 		return p.invoke(ctx, method, sub, payload, md)
 	}
-	p.observer.ObservePeerCall(method, p.owner(trailer), status.Code(err), false)
+	owner := p.owner(trailer)
+	if owner == OwnerPeer {
+		p.forwarding.Observe(method, len(trailer.Get(peers.SharedHeader)) > 0)
+	}
+	p.observer.ObservePeerCall(method, owner, status.Code(err), false)
 	return p.response(reply, header, trailer, err)
+}
+
+// invokeHere makes the shared call of a key placed by pl here, with the
+// local backend, and counts it when the key is another replica's (kept,
+// not forwarded) or this replica's own.
+func (p *Proxy) invokeHere(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
+	resp, err := p.invoke(ctx, method, sub, payload, md)
+	switch {
+	case pl.owned:
+		p.observer.ObservePeerCall(method, OwnerSelf, status.Code(err), false)
+	case pl.owner != nil:
+		p.observer.ObservePeerCall(method, OwnerKept, status.Code(err), false)
+	}
+	return resp, err
 }
 
 // openOwner opens a replayed stream's record through the key's owner, as
@@ -78,11 +132,11 @@ func (p *Proxy) invokeOwner(ctx context.Context, cc grpc.ClientConnInterface, me
 // relayed as they come. A stream that ended without a header and without
 // the owner's trailer reached no owner: it is opened to the local backend
 // instead.
-func (p *Proxy) openOwner(ctx context.Context, cc grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD, key string) (replay.Upstream, error) {
+func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (replay.Upstream, error) {
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
 	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
-	cs, err := p.sendRequest(toOwner(ctx, md, key), cc, method, sub, payload, md)
+	cs, err := p.sendRequest(toOwner(ctx, md, pl.hash), pl.owner, method, sub, payload, md)
 	if err == nil {
 		// Header blocks until the owner answers; nil means the stream
 		// ended without a header, its status yet to be read.
@@ -103,13 +157,13 @@ func (p *Proxy) openOwner(ctx context.Context, cc grpc.ClientConnInterface, meth
 }
 
 // toOwner returns ctx with the metadata of a call forwarded to the owner of
-// key: md's forwardable headers, the hop marker that makes the owner serve
-// it with its own backend, and the key's hash, by which the peer
-// connection's ring_hash balancer picks the owner.
-func toOwner(ctx context.Context, md metadata.MD, key string) context.Context {
+// the key with hash: md's forwardable headers, the hop marker that makes the
+// owner serve it with its own backend, and the key's hash, by which the
+// peer connection's ring_hash balancer picks the owner.
+func toOwner(ctx context.Context, md metadata.MD, hash string) context.Context {
 	out := forwardable(md)
 	out[peers.HopHeader] = []string{"1"}
-	out[peers.HashHeader] = []string{peers.KeyHash(key)}
+	out[peers.HashHeader] = []string{hash}
 	return metadata.NewOutgoingContext(ctx, out)
 }
 

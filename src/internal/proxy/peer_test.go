@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -87,5 +90,95 @@ func TestPeerPort_RefusesCallsNoPeerForwarded(t *testing.T) {
 	}
 	if n := b.Calls.SayHello.Load(); n != 0 {
 		t.Errorf("backend calls = %d, want 0", n)
+	}
+}
+
+// owners counts the calls recorder r saw forwarded or kept, by who owned
+// them.
+func owners(r *recorder) map[string]int {
+	n := map[string]int{}
+	for _, f := range r.forwarded() {
+		n[f.owner]++
+	}
+	return n
+}
+
+func TestPeers_AKeyTheProxyOwnsIsServedWithoutAHop(t *testing.T) {
+	b := startBackend(t, nil)
+	s := startProxy(t, b.addr, proxyConfig{peered: true, knowsItself: true})
+	// The first call goes over the connection to itself, which it makes.
+	for i := range 21 {
+		if _, err := s.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: fmt.Sprint("own-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.Calls.SayHello.Load(); n != 21 {
+		t.Errorf("backend calls = %d, want 21", n)
+	}
+	if got := len(s.observed.routed(proxy.RoutePeer)); got != 1 {
+		t.Errorf("calls served on its own peer port = %d, want 1: the first, while its connection to itself was made", got)
+	}
+	if got := owners(s.observed); got[proxy.OwnerSelf] != 21 || len(got) != 1 {
+		t.Errorf("calls by owner = %v, want 21 of its own", got)
+	}
+}
+
+func TestPeers_TheOwnerTellsAForwarderWhenItsCallShared(t *testing.T) {
+	b := startBackend(t, nil)
+	s := startProxy(t, b.addr, proxyConfig{peered: true, ttl: time.Hour})
+	conn, err := grpc.NewClient(s.peerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(testkit.Context(t), peers.HopHeader, "1")
+	for i, want := range []bool{false, true} { // a leader, then a hit
+		var trailer metadata.MD
+		if _, err := hellov1.NewGreeterClient(conn).SayHello(ctx, &hellov1.HelloRequest{Name: "ann"}, grpc.Trailer(&trailer)); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(trailer.Get(peers.SharedHeader)) > 0; got != want {
+			t.Errorf("call %d: shared mark %v, want %v (trailer %v)", i, got, want, trailer)
+		}
+	}
+}
+
+func TestForwarding_CallsThatNeverShareAreMadeWhereTheyArrive(t *testing.T) {
+	b := startBackend(t, nil)
+	lisA, lisB := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
+	ring := lisA.Addr().String() + "," + lisB.Addr().String()
+	c := testkit.NewClock(time.Unix(0, 0))
+	decider := forwarding.New(c.Now)
+	a := startProxy(t, b.addr, proxyConfig{peered: true, peerLis: lisA, ring: ring, knowsItself: true,
+		options: func(o *proxy.Options) { o.Forwarding = decider }})
+	startProxy(t, b.addr, proxyConfig{peered: true, peerLis: lisB, ring: ring, knowsItself: true})
+	calls := 0
+	call := func(name string) {
+		t.Helper()
+		calls++
+		if _, err := a.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Distinct keys: every one B owns leads there, shares nothing.
+	for i := 0; owners(a.observed)[proxy.OwnerPeer] < 2*forwarding.MinCalls; i++ {
+		call(fmt.Sprint("distinct-", i))
+	}
+	c.Advance(forwarding.Window)
+	for i := 0; decider.Forwarded()[methodSayHello]; i++ {
+		call(fmt.Sprint("closing-", i))
+	}
+	before := owners(a.observed)
+	for i := range 200 {
+		call(fmt.Sprint("kept-", i))
+	}
+	after := owners(a.observed)
+	kept, forwarded := after[proxy.OwnerKept]-before[proxy.OwnerKept], after[proxy.OwnerPeer]-before[proxy.OwnerPeer]
+	t.Logf("of 200 distinct calls after the decision: %d kept, %d forwarded (the sample), %d its own", kept, forwarded, after[proxy.OwnerSelf]-before[proxy.OwnerSelf])
+	if kept == 0 || forwarded >= kept {
+		t.Errorf("after the decision, %d calls of B's keys kept and %d forwarded; want most kept, a sample forwarded", kept, forwarded)
+	}
+	if n := b.Calls.SayHello.Load(); n != int64(calls) {
+		t.Errorf("backend calls = %d for %d distinct calls, want one each", n, calls)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/replay"
@@ -104,8 +105,12 @@ type Options struct {
 	// Backend is the connection calls are forwarded to.
 	Backend grpc.ClientConnInterface
 	// Peers, when set, is the connection to the replicas (see the peers
-	// package): a collapsed call is made by its key's owner.
-	Peers grpc.ClientConnInterface
+	// package): a collapsed call is made by its key's owner, while its
+	// method's forwarded calls share there (the forwarding package).
+	Peers Peers
+	// Forwarding decides, with Peers, which methods' calls are forwarded;
+	// nil: forwarding.New(nil).
+	Forwarding *forwarding.Decider
 	// Rules says which methods are collapsed and how.
 	Rules Rules
 	// KeyRule derives the collapse key of a unary request.
@@ -177,6 +182,9 @@ type Proxy struct {
 	// mark, with this proxy's own token, by which a forwarder tells an
 	// answer of its own from another replica's.
 	served metadata.MD
+	// forwarding decides which methods' calls are forwarded to their
+	// key's owner; nil without peers.
+	forwarding *forwarding.Decider
 	// callers and forwarded are the origins of the calls of the sidecar's
 	// own port and of the peer port.
 	callers, forwarded origin
@@ -242,8 +250,10 @@ func New(o Options) (*Proxy, error) {
 	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}}
 	if o.Peers != nil {
 		p.callers.owners = peerRing{o.Peers}
+		p.forwarding = cmp.Or(o.Forwarding, forwarding.New(nil))
 	}
-	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{}, mark: p.served}
+	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{},
+		mark: p.served, shared: metadata.Pairs(peers.SharedHeader, "1")}
 	p.group = collapse.New(collapse.Options[*Response]{
 		Limits:   o.Cache,
 		Size:     responseSize,
@@ -291,6 +301,15 @@ func (p *Proxy) serverOptions(h grpc.StreamHandler) []grpc.ServerOption {
 // Stats returns a snapshot of the collapse engine's state, for gauges.
 func (p *Proxy) Stats() collapse.Stats {
 	return p.group.Stats()
+}
+
+// Forwarded returns, with peers, whether each method whose calls were
+// forwarded is forwarded still (forwarding.Decider.Forwarded); nil without.
+func (p *Proxy) Forwarded() map[string]bool {
+	if p.forwarding == nil {
+		return nil
+	}
+	return p.forwarding.Forwarded()
 }
 
 // StreamStats returns a snapshot of the replayed streams' state, for gauges.
@@ -348,6 +367,10 @@ type origin struct {
 	owners owners
 	// mark is the trailer every answer carries; nil for none.
 	mark metadata.MD
+	// shared is the trailer a collapsed call's answer carries when the call
+	// shared another's backend call (it tells a forwarder that forwarding
+	// paid); nil for none.
+	shared metadata.MD
 }
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.

@@ -26,7 +26,9 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // (replayed from its record) to its end. A caller whose key's record takes
 // no new reader (it outgrew its bounds, or its header is private) gets a
 // stream of its own. The record reads its stream where o's owners say:
-// through the key's owner (openOwner), or from the local backend.
+// through the key's owner (openOwner), or from the local backend. Streams
+// are always forwarded: their callers share a record for as long as the
+// stream lasts.
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
@@ -34,16 +36,20 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	if err != nil {
 		return err
 	}
-	rd, outcome := p.streams.Join(key, rule.Call.TTL, func(rctx context.Context) (replay.Upstream, error) {
+	pl := o.owners.place(key)
+	rd, outcome := p.streams.Join(pl.key, rule.Call.TTL, func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
 		var up replay.Upstream
 		var err error
-		if cc, ok := o.owners.pick(key); ok {
-			up, err = p.openOwner(ctx, cc, method, sub, payload, md, key)
+		if pl.owner != nil {
+			up, err = p.openOwner(ctx, pl, method, sub, payload, md)
 		} else {
 			up, err = p.openUpstream(ctx, method, sub, payload, md)
+			if pl.owned {
+				p.observer.ObservePeerCall(method, OwnerSelf, status.Code(err), false)
+			}
 		}
 		if sc := trace.SpanContextFromContext(ctx); err == nil && sc.IsSampled() {
 			up = sourced{up, &producer{traceID: sc.TraceID(), spanID: sc.SpanID(), flags: sc.TraceFlags()}}

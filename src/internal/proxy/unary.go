@@ -38,23 +38,38 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	if err != nil {
 		return err
 	}
-	resp, outcome, err := p.group.Do(ctx, key, rule.Call, func(c *collapse.Call) (resp *Response, err error) {
+	pl := o.owners.place(key)
+	resp, outcome, err := p.group.Do(ctx, pl.key, rule.Call, func(c *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
 		callCtx, span := p.startCall(ctx, c.Context())
 		defer func() { endCall(span, resp, err) }()
-		if cc, ok := o.owners.pick(key); ok && !c.Own() {
-			resp, err = p.invokeOwner(callCtx, cc, method, sub, payload, md, key)
-		} else {
-			resp, err = p.invoke(callCtx, method, sub, payload, md)
-		}
-		if c.Own() {
-			return resp, err // for this caller alone: nothing to share or keep
+		switch {
+		case c.Own():
+			// For this caller alone: made here, nothing to share or keep.
+			return p.invoke(callCtx, method, sub, payload, md)
+		case pl.owner != nil && p.forwarding.Forward(method, pl.hash):
+			resp, err = p.invokeOwner(callCtx, pl, method, sub, payload, md)
+		default:
+			resp, err = p.invokeHere(callCtx, pl, method, sub, payload, md)
 		}
 		return p.answer(method, rule, resp, err)
 	})
+	if o.shared != nil && shares(outcome) {
+		ss.SetTrailer(o.shared)
+	}
 	err = p.reply(ss, method, outcome, resp, err, o)
 	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
 	return err
+}
+
+// shares reports whether a call served with outcome shared another's backend
+// call: it joined a flight, or was served a kept answer.
+func shares(outcome collapse.Outcome) bool {
+	switch outcome {
+	case collapse.Join, collapse.Hit, collapse.Stale, collapse.StaleOnError:
+		return true
+	}
+	return false
 }
 
 // receiveKeyed reads the call's one request message (receive) and returns

@@ -65,10 +65,6 @@ type Limits struct {
 	MaxConcurrentStreams uint32
 	// MaxHeaderBytes bounds a request's header list (default DefaultMaxHeaderBytes).
 	MaxHeaderBytes uint32
-	// MaxConnectionAge, when set, ends every connection after about this
-	// long (GOAWAY), then after MaxConnectionAgeGrace more for its calls to
-	// end; without a grace, they end when they end.
-	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -95,7 +91,6 @@ func (l Limits) ServerOptions() []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: pingTime, Timeout: pingTimeout, MaxConnectionIdle: maxConnectionIdle,
-			MaxConnectionAge: l.MaxConnectionAge, MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
 		}),
 	}
 }

@@ -302,24 +302,3 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 		t.Errorf("forwarded streams no owner answered = %v, want 1", got)
 	}
 }
-
-func TestPeers_AForwardedStreamOutlivesThePeerConnectionsAge(t *testing.T) {
-	defer func(age time.Duration) { peerConnectionAge = age }(peerConnectionAge)
-	peerConnectionAge = 200 * time.Millisecond // the stream outlives ten of them
-	const replies = 20
-	backends := []string{hellotest.Serve(t, hello.Options{}), hellotest.Serve(t, hello.Options{})}
-	policy := replayPolicy(t, time.Minute)
-	rs := startSidecars(t, backends, true, func(c *config.Settings) { c.PolicyFile = policy })
-	for _, r := range rs {
-		waitStreamLearned(t, r.sidecar)
-	}
-	// Whichever sidecar owns the key, one of the two forwards the stream
-	// over a connection that reaches its age, is sent GOAWAY, and must go
-	// on to the stream's end.
-	req := &hellov1.HelloRequest{Name: "watch", Count: replies, IntervalMs: 100}
-	for i, r := range rs {
-		if got := stream(testkit.Context(t), r.client, req); !got.consistent(replies, "watch") {
-			t.Errorf("through sidecar %d: %d replies, err %v; want all %d", i, len(got.replies), got.err, replies)
-		}
-	}
-}

@@ -53,17 +53,13 @@ const LivenessService = "liveness"
 // backendBackoff paces reconnection attempts to the backend.
 var backendBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
-// peerConnectionAge is the peer listener's connection age
-// (peers.MaxConnectionAge); shortened in tests.
-var peerConnectionAge = peers.MaxConnectionAge
-
 // Sidecar is a configured collapser, ready to serve.
 type Sidecar struct {
 	cfg      config.Settings
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
-	peers    *grpc.ClientConn // nil: no peers
-	replicas *admin.Replicas  // the replicas purges are taken to; nil: none
+	peers    *peers.Ring     // nil: no peers
+	replicas *admin.Replicas // the replicas purges are taken to; nil: none
 	proxy    *proxy.Proxy
 	resolver *methodkind.Resolver
 	policy   *policy.Store
@@ -122,9 +118,9 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
-	var peerConn *grpc.ClientConn
+	var peerConn *peers.Ring
 	if cfg.Peers != "" {
-		if peerConn, err = peers.Dial(cfg.Peers, tr.DialOptions()...); err != nil {
+		if peerConn, err = peers.Dial(cfg.Peers, cfg.PeerListen, tr.DialOptions()...); err != nil {
 			backend.Close()
 			return nil, err
 		}
@@ -167,7 +163,7 @@ func replicas(cfg config.Settings, logger *slog.Logger) (*admin.Replicas, error)
 }
 
 // assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.ClientConn, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing) (*Sidecar, error) {
+func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, peerConn *peers.Ring, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -187,11 +183,15 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		Stats:   func() collapse.Stats { return p.Stats() },
 		Streams: func() replay.Stats { return p.StreamStats() },
 		Methods: func() map[string]policy.Rule { return decider.Rules() },
-		Peers:   peerConn != nil,
 		Labels:  labels,
 	}
 	if tr != nil {
 		sources.Traces = tr.Stats
+	}
+	if peerConn != nil {
+		sources.Peers = func() metrics.PeerState {
+			return metrics.PeerState{Members: peerConn.Members(), Forwarded: p.Forwarded()}
+		}
 	}
 	observer, err := metrics.NewRecorder(registry, sources)
 	if err != nil {
@@ -212,9 +212,9 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 		return nil, err
 	}
 	decider = policy.NewDecider(store, resolver, logger)
-	var peerCC grpc.ClientConnInterface // a nil *grpc.ClientConn must stay a nil interface
+	var peerRing proxy.Peers // a nil *peers.Ring must stay a nil interface
 	if peerConn != nil {
-		peerCC = peerConn
+		peerRing = peerConn
 	}
 	others, err := replicas(cfg, logger)
 	if err != nil {
@@ -225,7 +225,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 	var purges *admin.Service
 	p, err = proxy.New(proxy.Options{
 		Backend:           backend,
-		Peers:             peerCC,
+		Peers:             peerRing,
 		Rules:             decider,
 		KeyRule:           rule,
 		Cache:             cfg.Cache,
@@ -255,13 +255,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend, peerConn *grpc.
 	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
 	var peerServer *grpc.Server
 	if peerConn != nil {
-		peerLimits := limits
-		// No grace after the connection's age: its calls end when they
-		// end. A forwarded replayed stream may last as long as its
-		// backend's (a watch), and cutting it would end its every caller
-		// with UNAVAILABLE; new calls go over a new connection at once.
-		peerLimits.MaxConnectionAge = peerConnectionAge
-		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), peerLimits.ServerOptions(), tr.ServerOptions())...)
+		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
 		token, self := "", "" // without a token the peer listener takes no purge
 		if others != nil {
 			token, self = others.Token, others.Self

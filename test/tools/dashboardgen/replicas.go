@@ -9,14 +9,16 @@ import (
 
 // replicasPanels returns the panels of the Replicas row, collapsing across
 // pods: calls forwarded to their key's owner, the share other pods answered,
-// fallbacks, calls served for peers and each pod's backend calls.
+// fallbacks, calls served for peers, each pod's backend calls, the replicas
+// each pod lists and which methods are forwarded.
 func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		countStat(31, "Forwarded calls", l.at(0, 0, 6, 4)).
-			Description(`Shared calls and replayed streams the sidecars' callers led that were forwarded to the pod ` +
-				`owning their key (collapser_peer_calls_total, summed over the pods, fallbacks included): ` +
-				`with peers, one per leader, answered by another pod or by the sidecar itself when it owns ` +
-				`the key (the owner label: peer, self, or none when no owner answered). 0 without peers ` +
+			Description(`Shared calls and replayed streams the sidecars' callers led, with peers, by where they ` +
+				`went (collapser_peer_calls_total, summed over the pods, fallbacks included): one per leader, ` +
+				`answered by another pod that owns the key (owner="peer"), made by the sidecar itself when it ` +
+				`owns the key (self, no hop), made here though another pod owns it because its method is not ` +
+				`forwarded (kept: see Forwarded methods), or none when no owner answered. 0 without peers ` +
 				`(one pod, or peers.enabled=false). ` +
 				exactTotal).
 			Targets(queries(
@@ -28,7 +30,8 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				`collapser_requests_total and collapser_stream_requests_total {outcome="leader"}, each ` +
 				`summed over the pods and exact over the time range): the share of the shared calls and ` +
 				`streams the callers started that crossed to another pod. With N pods and many keys about ` +
-				`(N-1)/N: a pod owns the rest itself and answers them on its own peer port (owner="self"). ` +
+				`(N-1)/N while the method is forwarded: a pod owns the rest itself (owner="self"); less once ` +
+				`its calls are kept (owner="kept"). ` +
 				`0 with one pod or without peers. Background refreshes (staleWhileRevalidate) and leaders ` +
 				`served stale after their call failed are forwarded without counting as leaders, so with ` +
 				`stale serving it can pass 100%. Calls that reached no owner are not in it: see Fallbacks. ` +
@@ -84,14 +87,35 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				series(`sum by (instance) (rate(hello_requests_total{method=~"$method"}[$__rate_interval]))`, "hello backend {{instance}}"),
 			)),
 		graph(37, "Forwarded and peer-served calls/s", l.at(16, 4, 8, 8), units.RequestsPerSecond).
-			Description(`Calls forwarded to their key's owner by who answered (owner: peer, another pod; self, the ` +
-				`forwarding pod, which owns the key; none, no owner's answer came), those of them that fell ` +
-				`back to the local backend, and the calls owners served for peers by outcome, per second, ` +
-				`summed over the pods. No data without peers.`).
+			Description(`Leaders' calls by who answered (owner: peer, another pod; self, the pod itself, which ` +
+				`owns the key; kept, made here though another pod owns the key, its method not forwarded; ` +
+				`none, no owner's answer came), those of them that fell back to the local backend, and the ` +
+				`calls owners served for peers by outcome, per second, summed over the pods. No data ` +
+				`without peers.`).
 			Targets(queries(
 				series(`sum by (owner) (rate(collapser_peer_calls_total{method=~"$method"}[$__rate_interval]))`, "forwarded, answered by {{owner}}"),
 				series(`sum(rate(collapser_peer_fallbacks_total{method=~"$method"}[$__rate_interval]))`, "fell back to the local backend"),
 				series(`sum by (outcome) (rate(collapser_peer_requests_total{method=~"$method"}[$__rate_interval]))`, "served for peers: {{outcome}}"),
+			)),
+		graph(38, "Replicas each pod lists", l.at(0, 12, 12, 8), units.Short).
+			Description(`The replicas each pod's peer connection last resolved, itself included ` +
+				`(collapser_peer_members). Each pod resolves the peers every 2 s (and when a connection to one ` +
+				`is lost), so the lines meet within seconds of a pod joining or leaving; while they differ, ` +
+				`the keys that moved have two owners. No data without peers.`).
+			Min(0).
+			Targets(queries(
+				series(`max by (instance) (collapser_peer_members)`, "{{instance}}"),
+			)),
+		graph(39, "Forwarded methods", l.at(12, 12, 12, 8), units.Short).
+			Description(`Per method, the pods that forward its calls of keys another pod owns ` +
+				`(collapser_peer_forwarding, summed over the pods). A pod stops forwarding a method when at ` +
+				`most 1 in 20 of its forwarded calls shared the owner's backend call over its recent ` +
+				`windows of 10 s (distinct keys gain nothing from the hop), and forwards only a sample of 1 ` +
+				`in 16 keys, the same on every pod, until they share again. Every method starts forwarded. ` +
+				`No data without peers, or before a call was forwarded.`).
+			Min(0).
+			Targets(queries(
+				series(`sum by (method) (collapser_peer_forwarding{method=~"$method"})`, "{{method}}"),
 			)),
 	}
 }

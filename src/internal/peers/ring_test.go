@@ -1,0 +1,191 @@
+package peers
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// dialRings returns one Ring per address, each knowing its own address as
+// its peer listener's, all with the same list.
+func dialRings(t *testing.T, addrs []string) []*Ring {
+	t.Helper()
+	var rings []*Ring
+	for _, self := range addrs {
+		r, err := Dial(strings.Join(addrs, ","), self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		rings = append(rings, r)
+	}
+	return rings
+}
+
+// checkOwners makes a call of every key on every ring (which connects to
+// its owner) and checks that each ring sends it to the same owner, and
+// that Owns is true on exactly that owner's own ring. It returns each
+// key's owner.
+func checkOwners(t *testing.T, rings []*Ring, addrs []string, keys []string) map[string]string {
+	t.Helper()
+	owners := map[string]string{}
+	for _, key := range keys {
+		want := owner(t, rings[0].ClientConn, key)
+		for i, r := range rings[1:] {
+			if got := owner(t, r.ClientConn, key); got != want {
+				t.Errorf("%s: ring %d sends it to %s, ring 0 to %s", key, i+1, got, want)
+			}
+		}
+		owners[key] = want
+	}
+	for _, key := range keys {
+		for i, r := range rings {
+			if got, want := r.Owns(KeyHash(key)), owners[key] == addrs[i]; got != want {
+				t.Errorf("%s: ring %d (%s) Owns = %v, want %v (owner %s)", key, i, addrs[i], got, want, owners[key])
+			}
+		}
+	}
+	return owners
+}
+
+func keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint("key-", i)
+	}
+	return out
+}
+
+func TestRing_OwnsExactlyTheKeysGRPCsPickSendsToItself(t *testing.T) {
+	addrs := servePeers(t, 3)
+	rings := dialRings(t, addrs)
+	owners := checkOwners(t, rings, addrs, keys(60))
+	per := map[string]int{}
+	for _, o := range owners {
+		per[o]++
+	}
+	if len(per) != 3 {
+		t.Errorf("60 keys went to %d owners (%v), want all 3 to own some", len(per), per)
+	}
+	for i, r := range rings {
+		if n := r.Members(); n != 3 {
+			t.Errorf("ring %d: Members = %d, want 3", i, n)
+		}
+	}
+}
+
+func TestRing_AReplicaThatDoesNotKnowItselfOwnsNothing(t *testing.T) {
+	addrs := servePeers(t, 1)
+	r, err := Dial(addrs[0], "127.0.0.1:0") // no peer listens on port 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	owner(t, r.ClientConn, "key") // connected
+	if r.Owns(KeyHash("key")) {
+		t.Error("Owns = true for a ring that lists no address of its own")
+	}
+}
+
+// manualRings returns one Ring per address over a manual resolver each,
+// with state, for the test to change their replicas.
+func manualRings(t *testing.T, addrs []string, state resolver.State) ([]*Ring, []*manual.Resolver) {
+	t.Helper()
+	var rings []*Ring
+	var resolvers []*manual.Resolver
+	for i, self := range addrs {
+		mr := manual.NewBuilderWithScheme(fmt.Sprint("ringtest", i))
+		mr.InitialState(state)
+		r, err := Dial(mr.Scheme()+":///peers", self, grpc.WithResolvers(mr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		rings = append(rings, r)
+		resolvers = append(resolvers, mr)
+	}
+	return rings, resolvers
+}
+
+func endpoints(addrs []string) resolver.State {
+	var s resolver.State
+	for _, a := range addrs {
+		s.Endpoints = append(s.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	return s
+}
+
+func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T) {
+	addrs := servePeers(t, 4)
+	rings, resolvers := manualRings(t, addrs[:3], endpoints(addrs[:3]))
+	ks := keys(200)
+	before := checkOwners(t, rings, addrs[:3], ks)
+
+	// The fourth replica starts, listing all four; the others learn of it.
+	joined, _ := manualRings(t, addrs[3:], endpoints(addrs))
+	rings = append(rings, joined...)
+	for _, r := range resolvers {
+		r.UpdateState(endpoints(addrs))
+	}
+	testkit.WaitFor(t, "every ring lists four replicas", func() bool {
+		for _, r := range rings {
+			if r.Members() != 4 {
+				return false
+			}
+		}
+		return true
+	})
+	after := checkOwners(t, rings, addrs, ks)
+	toNew, between := 0, 0
+	for _, k := range ks {
+		switch after[k] {
+		case before[k]:
+		case addrs[3]:
+			toNew++
+		default:
+			between++ // ring_hash's ring has 1,024 entries: each replica's share of them changes too
+		}
+	}
+	t.Logf("of %d keys, %d moved to the fourth replica and %d between the three others", len(ks), toNew, between)
+	if toNew < len(ks)/10 || toNew+between > len(ks)/2 {
+		t.Errorf("%d keys moved to the new replica and %d between the others, want about a quarter in all", toNew, between)
+	}
+
+	// It leaves: its keys go back to the replicas that held them.
+	for _, r := range resolvers {
+		r.UpdateState(endpoints(addrs[:3]))
+	}
+	testkit.WaitFor(t, "every ring lists three replicas", func() bool {
+		for _, r := range rings[:3] {
+			if r.Members() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	if again := checkOwners(t, rings[:3], addrs[:3], ks); fmt.Sprint(again) != fmt.Sprint(before) {
+		t.Error("after the fourth replica left, the keys' owners differ from before it joined")
+	}
+}
+
+func TestRing_ResolvesAgainEveryResolveInterval(t *testing.T) {
+	addrs := servePeers(t, 1)
+	mr := manual.NewBuilderWithScheme("ringpoll")
+	mr.InitialState(endpoints(addrs))
+	var asked atomic.Int64
+	mr.ResolveNowCallback = func(resolver.ResolveNowOptions) { asked.Add(1) }
+	r, err := Dial(mr.Scheme()+":///peers", addrs[0], grpc.WithResolvers(mr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// No call is made and no connection lost: only the balancer asks.
+	testkit.WaitFor(t, "two resolutions asked", func() bool { return asked.Load() >= 2 })
+}
