@@ -83,7 +83,7 @@ bench: ## Run engine, proxy and injector admission benchmarks once (BENCH=regexp
 load: ## Run the load benchmarks once (RACE=-race to add the detector): steady load vs latency+TTL, heap over 100,000 requests, what the caches hold against what they count.
 	$(GO) test $(RACE) -run='^$$' -bench='^BenchmarkLoad' -benchtime=1x -count=1 ./src/internal/sidecar/
 
-bench-peers: build ## Compare collapser with direct, nginx grpc_pass and a plain Go proxy (BENCH_OUT, BENCH_ROUNDS; not in CI).
+bench-peers: build ## Compare collapser with direct, nginx grpc_pass and a plain Go proxy, misses with and without peers (BENCH_SCENARIOS, BENCH_ROUNDS; not in CI).
 	./scripts/bench-peers.sh
 
 fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Measures collapser side by side with the alternatives a user has: no proxy
 # (direct), nginx's grpc_pass and a plain grpc-go proxy (test/benchpeers/plainproxy),
-# on loopback, in interleaved rounds. Not part of CI: the numbers depend on the machine
-# and on what else runs on it (check `uptime` first).
+# on loopback, in interleaved rounds; and collapser's misses alone and with 3 peers.
+# Not part of CI: the numbers depend on the machine and on what else runs on it (check
+# `uptime` first).
 #
 # Installs what it needs: nginx from Debian's nginx-light (run in the foreground with
 # its own prefix and configuration, never the system service), ghz GHZ_VERSION
@@ -13,7 +14,9 @@
 # Environment (defaults in brackets):
 #   BIN_DIR [bin]  BENCH_OUT [$BIN_DIR/bench-peers.json]
 #   BENCH_ROUNDS [5]  BENCH_DURATION [5s]: rounds per scenario, length of a steady run
-#   BENCH_SCENARIOS [all]: comma list of passthrough, passthrough-unpinned, hit-0ms, hit-50ms, burst
+#   BENCH_SCENARIOS [all]: comma list of passthrough, passthrough-unpinned, miss, miss-peers,
+#     hit-0ms, hit-50ms, burst
+#   BENCH_REVISION [this checkout's commit]: names the collapser build in BIN_DIR in the report
 #   BENCH_CLIENT_CPUS [0]  BENCH_SERVER_CPUS [1]: taskset lists for ghz and for the backend
 #     and proxies; set both empty to pin nothing (on a 1-CPU machine nothing is pinned)
 #   GOGC [Go's default]: reaches every Go process of the run (ghz, the backend, collapser,
@@ -43,8 +46,12 @@ command -v getconf >/dev/null || { echo "bench-peers: getconf (libc-bin) not fou
 echo "==> build the harness and the plain proxy (test/benchpeers)"
 (cd test && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/" ./benchpeers ./benchpeers/plainproxy)
 
-revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git diff --quiet HEAD -- src 2>/dev/null || revision+="+changes"
+if [[ -n "${BENCH_REVISION:-}" ]]; then
+  revision="$BENCH_REVISION"
+else
+  revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  git diff --quiet HEAD -- src 2>/dev/null || revision+="+changes"
+fi
 
 workdir="$(mktemp -d)"
 # cleanup removes the workdir on success. On failure it keeps it for the logs and

@@ -51,9 +51,14 @@ func (c *client) sayHelloCalls(ctx context.Context) (int64, error) {
 
 // sayHello makes one SayHello call through c's target.
 func (c *client) sayHello(ctx context.Context) error {
+	return c.greet(ctx, "ready")
+}
+
+// greet makes one SayHello call for name through c's target.
+func (c *client) greet(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	if _, err := hellov1.NewGreeterClient(c.conn).SayHello(ctx, &hellov1.HelloRequest{Name: "ready"}); err != nil {
+	if _, err := hellov1.NewGreeterClient(c.conn).SayHello(ctx, &hellov1.HelloRequest{Name: name}); err != nil {
 		return fmt.Errorf("SayHello through %s: %w", c.addr, err)
 	}
 	return nil

@@ -20,27 +20,43 @@ func TestCountCPUs_CountsNumbersAndRanges(t *testing.T) {
 }
 
 func TestSelectScenarios_KeepsTheRunningOrderAndSkipsUnpinnedTwinsWhenNothingIsPinned(t *testing.T) {
-	ids := func(ss []scenario) []string {
-		var out []string
-		for _, s := range ss {
-			out = append(out, s.ID)
+	tests := []struct {
+		list   string
+		pinned bool
+		want   []string
+	}{
+		{"burst, passthrough", true, []string{"passthrough", "burst"}},
+		{"miss-peers,passthrough,miss", true, []string{"passthrough", "miss", "miss-peers"}},
+		{"", true, []string{"passthrough", "passthrough-unpinned", "miss", "miss-peers", "hit-0ms", "hit-50ms", "burst"}},
+		{"", false, []string{"passthrough", "miss", "miss-peers", "hit-0ms", "hit-50ms", "burst"}},
+		{"passthrough-unpinned", false, []string{"passthrough-unpinned"}},
+	}
+	for _, tt := range tests {
+		got, err := selectScenarios(tt.list, tt.pinned)
+		if err != nil {
+			t.Errorf("selectScenarios(%q, %v): %v", tt.list, tt.pinned, err)
+			continue
 		}
-		return out
-	}
-	got, err := selectScenarios("burst, passthrough", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"passthrough", "burst"}; !slices.Equal(ids(got), want) {
-		t.Errorf("selected %q, want %q", ids(got), want)
-	}
-	all, _ := selectScenarios("", true)
-	unpinnedOff, _ := selectScenarios("", false)
-	if len(all) != len(allScenarios) || slices.Contains(ids(unpinnedOff), "passthrough-unpinned") {
-		t.Errorf("default selection: pinned %q, not pinned %q", ids(all), ids(unpinnedOff))
+		var ids []string
+		for _, s := range got {
+			ids = append(ids, s.ID)
+		}
+		if !slices.Equal(ids, tt.want) {
+			t.Errorf("selectScenarios(%q, %v) = %q, want %q", tt.list, tt.pinned, ids, tt.want)
+		}
 	}
 	if _, err := selectScenarios("passthrough,nope", true); err == nil {
 		t.Error("an unknown scenario id was accepted")
+	}
+}
+
+func TestScenarios_OnlyRepeatedPayloadsThroughACollapsingRuleMustCollapse(t *testing.T) {
+	want := map[string]bool{"passthrough": false, "passthrough-unpinned": false, "miss": false, "miss-peers": false,
+		"hit-0ms": true, "hit-50ms": true, "burst": true}
+	for _, s := range allScenarios {
+		if got, ok := want[s.ID]; !ok || got != s.expectsCollapse() {
+			t.Errorf("%s: expectsCollapse() = %v, want %v (known: %v)", s.ID, s.expectsCollapse(), got, ok)
+		}
 	}
 }
 

@@ -5,7 +5,8 @@
 // binaries it starts).
 //
 // For each scenario it starts a hello backend and the three proxies in front
-// of it on loopback, then runs interleaved rounds of ghz against each target
+// of it on loopback (in miss-peers, a lone collapser and three peered ones
+// instead), then runs interleaved rounds of ghz against each target
 // (direct, collapser, nginx, plain, direct, ...). Per run it records ghz's
 // RPS and latency percentiles, the CPU time of the proxy's and the backend's
 // processes from /proc, and the backend's own count of SayHello calls. It

@@ -9,7 +9,8 @@ import (
 )
 
 // measurement is one run against one target in one round. CPU times are
-// per call made; the proxy's is absent for direct.
+// per call made; the proxy's is summed over the target's processes, absent
+// for direct.
 type measurement struct {
 	Target        string   `json:"target"`
 	Round         int      `json:"round,omitempty"` // 1-based; 0 for a warm-up run and in medians
@@ -37,7 +38,7 @@ func runScenario(ctx context.Context, cfg config, meter cpuMeter, sc scenario, p
 }
 
 // measureRounds runs one unrecorded warm-up per target, then cfg.rounds
-// rounds of direct, collapser, nginx and plain in turn.
+// rounds of every target in turn (targetNames' order).
 func measureRounds(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *stack, progress io.Writer) (scenarioResult, error) {
 	res := scenarioResult{Scenario: sc, LoadBefore: loadAverage()}
 	warmup, recorded := cfg.loadOf(sc, true), cfg.loadOf(sc, false)
@@ -61,7 +62,7 @@ func measureRounds(ctx context.Context, cfg config, meter cpuMeter, sc scenario,
 			}
 			m.RatioToDirect = m.RPS / directRPS
 			res.Runs = append(res.Runs, m)
-			fmt.Fprintf(progress, "  round %d/%d %-9s %9.0f rps (%.2fx) p50 %7.2f ms p99 %7.2f ms proxy cpu %s backend calls %d errors %d\n",
+			fmt.Fprintf(progress, "  round %d/%d %-15s %9.0f rps (%.2fx) p50 %7.2f ms p99 %7.2f ms proxy cpu %s backend calls %d errors %d\n",
 				round, cfg.rounds, t.name, m.RPS, m.RatioToDirect, m.P50Ms, m.P99Ms, formatCPU(m.ProxyCPUUs), m.BackendCalls, m.Errors)
 		}
 	}
@@ -70,7 +71,7 @@ func measureRounds(ctx context.Context, cfg config, meter cpuMeter, sc scenario,
 }
 
 // measure makes one ghz run against t and reads, before and after, the CPU
-// time of t's proxy and of the backend, and the backend's own count of
+// time of t's proxies and of the backend, and the backend's own count of
 // SayHello calls. The harness's own GetCounts calls fall outside the CPU
 // window.
 func measure(ctx context.Context, cfg config, meter cpuMeter, st *stack, t target, l load) (measurement, error) {
@@ -78,7 +79,7 @@ func measure(ctx context.Context, cfg config, meter cpuMeter, st *stack, t targe
 	if err != nil {
 		return measurement{}, err
 	}
-	backend0, proxy0, err := cpuOf(meter, st.backend, t.proxy)
+	backend0, proxy0, err := cpuOf(meter, st.backend, t.proxies)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -86,7 +87,7 @@ func measure(ctx context.Context, cfg config, meter cpuMeter, st *stack, t targe
 	if err != nil {
 		return measurement{}, fmt.Errorf("%s: %w", t.name, err)
 	}
-	backend1, proxy1, err := cpuOf(meter, st.backend, t.proxy)
+	backend1, proxy1, err := cpuOf(meter, st.backend, t.proxies)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -108,23 +109,25 @@ func measure(ctx context.Context, cfg config, meter cpuMeter, st *stack, t targe
 		ClientCPUUs:  perCall(g.ClientCPU),
 		BackendCalls: calls1 - calls0,
 	}
-	if t.proxy != nil {
+	if len(t.proxies) > 0 {
 		us := perCall(proxy1 - proxy0)
 		m.ProxyCPUUs = &us
 	}
 	return m, nil
 }
 
-// cpuOf returns the CPU time used so far by the backend and by proxy (0 when
-// proxy is nil).
-func cpuOf(meter cpuMeter, backend, proxy *process) (b, p time.Duration, err error) {
+// cpuOf returns the CPU time used so far by the backend and by the proxies
+// together (0 for none).
+func cpuOf(meter cpuMeter, backend *process, proxies []*process) (b, p time.Duration, err error) {
 	if b, err = meter.groupCPU(backend.pid()); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", backend.name, err)
 	}
-	if proxy != nil {
-		if p, err = meter.groupCPU(proxy.pid()); err != nil {
+	for _, proxy := range proxies {
+		cpu, err := meter.groupCPU(proxy.pid())
+		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", proxy.name, err)
 		}
+		p += cpu
 	}
 	return b, p, nil
 }

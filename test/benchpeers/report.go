@@ -68,7 +68,7 @@ func newReport(cfg config, clockTicks int) *report {
 
 // add records a scenario's runs, their medians and their problems.
 func (r *report) add(res scenarioResult) {
-	for _, name := range []string{targetDirect, targetCollapser, targetNginx, targetPlain} {
+	for _, name := range targetNames {
 		var runs []measurement
 		for _, m := range res.Runs {
 			if m.Target == name {
@@ -135,14 +135,16 @@ func median(v []float64) float64 {
 }
 
 // problems returns what in sc's runs makes the numbers suspect: failed
-// calls; a target that does not collapse whose backend count differs from
-// the calls made (then the count is not measuring what it should); a
-// collapser that was meant to collapse and did not.
+// calls; a target not expected to collapse (not collapser, or payloads that
+// never repeat) whose backend count differs from the calls made (then the
+// count is not measuring what it should); a collapser that was meant to
+// collapse and did not.
 func problems(sc scenario, runs []measurement) []string {
 	var out []string
 	for _, m := range runs {
 		where := fmt.Sprintf("%s, %s, round %d", sc.ID, m.Target, m.Round)
-		collapses := m.Target == targetCollapser && sc.collapserAction() == "collapse"
+		isCollapser := m.Target == targetCollapser || m.Target == targetPeers
+		collapses := isCollapser && sc.expectsCollapse()
 		switch {
 		case m.Errors > 0:
 			out = append(out, fmt.Sprintf("%s: %d of %d calls failed", where, m.Errors, m.Requests))

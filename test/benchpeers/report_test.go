@@ -36,6 +36,7 @@ func TestSummarize_TakesMediansAndSumsErrors(t *testing.T) {
 
 func TestProblems_FlagsErrorsWrongCountsAndACollapserThatDidNotCollapse(t *testing.T) {
 	passthrough, hit := allScenarios[0], scenario{ID: "hit"}
+	miss, missPeers := scenario{ID: "miss", Distinct: true}, scenario{ID: "miss-peers", Distinct: true, Peers: 3}
 	cases := []struct {
 		sc   scenario
 		m    measurement
@@ -47,6 +48,11 @@ func TestProblems_FlagsErrorsWrongCountsAndACollapserThatDidNotCollapse(t *testi
 		{hit, measurement{Target: targetCollapser, Requests: 10, BackendCalls: 1}, ""},
 		{hit, measurement{Target: targetCollapser, Requests: 10, BackendCalls: 10}, "nothing was collapsed"},
 		{hit, measurement{Target: targetDirect, Requests: 10, BackendCalls: 1}, "counted 1 calls for 10"},
+		{miss, measurement{Target: targetCollapser, Requests: 10, BackendCalls: 10}, ""},
+		{miss, measurement{Target: targetCollapser, Requests: 10, BackendCalls: 9}, "counted 9 calls for 10"},
+		{missPeers, measurement{Target: targetPeers, Requests: 10, BackendCalls: 10}, ""},
+		{missPeers, measurement{Target: targetPeers, Requests: 10, BackendCalls: 11}, "counted 11 calls for 10"},
+		{hit, measurement{Target: targetPeers, Requests: 10, BackendCalls: 10}, "nothing was collapsed"},
 	}
 	for _, c := range cases {
 		got := problems(c.sc, []measurement{c.m})

@@ -25,12 +25,23 @@ type scenario struct {
 	// servers then run with GOMAXPROCS = all CPUs, which changes their CPU
 	// cost per call.
 	Unpinned bool `json:"unpinned,omitempty"`
+	// Peers adds a target of that many collapsers peered with each other by
+	// a static list, called through the first; 0: none.
+	Peers int `json:"collapser_peers,omitempty"`
+	// CollapserOnly leaves nginx and the plain proxy out: the scenario
+	// compares collapser set up in different ways.
+	CollapserOnly bool `json:"collapser_only,omitempty"`
 }
+
+// missPeers is how many collapsers the miss-peers scenario peers.
+const missPeers = 3
 
 // allScenarios are the scenarios in the order they run.
 var allScenarios = []scenario{
 	{ID: "passthrough", Short: "pass-through", Title: "pass-through: distinct payloads, 0 ms backend, collapser with COLLAPSER_DEFAULT_COLLAPSE=none", DefaultCollapse: "none", Distinct: true},
 	{ID: "passthrough-unpinned", Short: "pass-through, unpinned", Title: "pass-through, unpinned: as pass-through, every process free to run on every CPU", DefaultCollapse: "none", Distinct: true, Unpinned: true},
+	{ID: "miss", Short: "miss", Title: "miss: distinct payloads, 0 ms backend, collapser's defaults (SayHello collapsed, led and cached 100 ms; every call a new key)", Distinct: true},
+	{ID: "miss-peers", Short: fmt.Sprintf("miss, %d peers", missPeers), Title: fmt.Sprintf("miss with %d peers: as miss, against a lone collapser and %d collapsers peered by a static list, called through the first (proxy CPU summed over the %d); nginx and plain left out (the miss scenario has them)", missPeers, missPeers, missPeers), Distinct: true, Peers: missPeers, CollapserOnly: true},
 	{ID: "hit-0ms", Short: "hit, 0 ms", Title: "hit path: identical payloads, 0 ms backend, collapser's defaults (SayHello collapsed, 100 ms TTL)"},
 	{ID: "hit-50ms", Short: "hit, 50 ms", Title: "hit path: identical payloads, 50 ms backend, collapser's defaults", Latency: 50 * time.Millisecond},
 	{ID: "burst", Short: "burst", Title: "burst: identical calls all at once, 50 ms backend, collapser's defaults", Latency: 50 * time.Millisecond, Burst: true},
@@ -43,6 +54,13 @@ func (s scenario) collapserAction() string {
 		return "passthrough"
 	}
 	return "collapse"
+}
+
+// expectsCollapse says whether collapser must make fewer backend calls
+// than calls: it collapses SayHello and the payloads repeat. With distinct
+// payloads every call is a key of its own and makes one backend call.
+func (s scenario) expectsCollapse() bool {
+	return s.collapserAction() == "collapse" && !s.Distinct
 }
 
 // cpus returns the taskset lists of ghz and of the servers in s.

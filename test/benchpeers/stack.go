@@ -12,19 +12,27 @@ import (
 const (
 	targetDirect    = "direct"
 	targetCollapser = "collapser"
-	targetNginx     = "nginx"
-	targetPlain     = "plain"
+	// targetPeers is a scenario's Peers collapsers, peered with each other
+	// and called through the first.
+	targetPeers = "collapser-peers"
+	targetNginx = "nginx"
+	targetPlain = "plain"
 )
+
+// targetNames are the targets in the order of every round.
+var targetNames = []string{targetDirect, targetCollapser, targetPeers, targetNginx, targetPlain}
 
 // target is where a run sends its calls.
 type target struct {
-	name  string
-	addr  string
-	proxy *process // nil for direct
+	name string
+	addr string
+	// proxies are the processes a call through the target costs CPU in,
+	// the one called first; none for direct.
+	proxies []*process
 }
 
 // stack is one scenario's servers on loopback: the hello backend and the
-// three proxies in front of it.
+// proxies in front of it.
 type stack struct {
 	backend    *process
 	counts     *client    // of the backend, for its own SayHello count
@@ -34,17 +42,14 @@ type stack struct {
 }
 
 // startStack starts the backend and the proxies for sc on free ports, all
-// pinned to the scenario's server CPUs, and returns once a call through each has
-// succeeded and collapser follows the scenario's rule for SayHello.
+// pinned to the scenario's server CPUs, and returns once a call through each
+// target has succeeded and every collapser follows the scenario's rule for
+// SayHello (and, peered, reaches its peers).
 func startStack(ctx context.Context, cfg config, sc scenario) (st *stack, err error) {
-	ports, err := freePorts(6)
+	ports, err := freePorts(portsOf(sc))
 	if err != nil {
 		return nil, err
 	}
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	backendAddr, backendMetrics, collapserAddr, collapserMetrics, nginxAddr, plainAddr :=
-		addr(0), addr(1), addr(2), addr(3), addr(4), addr(5)
-
 	clientCPUs, serverCPUs := cfg.cpus(sc)
 	st = &stack{clientCPUs: clientCPUs}
 	defer func() {
@@ -52,67 +57,113 @@ func startStack(ctx context.Context, cfg config, sc scenario) (st *stack, err er
 			err = errors.Join(err, st.stop())
 		}
 	}()
-	start := func(name string, env []string, argv ...string) (*process, error) {
-		p, err := startProcess(cfg.workdir, sc.ID+"-"+name, serverCPUs, env, argv...)
-		if p != nil {
-			st.procs = append(st.procs, p)
-		}
-		return p, err
-	}
+	l := &launcher{cfg: cfg, sc: sc, cpus: serverCPUs, ports: ports, st: st}
 
-	if st.backend, err = start("hello-backend", nil, filepath.Join(cfg.bin, "hello-backend"),
-		"--listen", backendAddr, "--metrics-listen", backendMetrics, "--latency", sc.Latency.String()); err != nil {
-		return st, err
-	}
-	if st.counts, err = dial(backendAddr); err != nil {
-		return st, err
-	}
-	if err := waitFor(ctx, st.backend, func(ctx context.Context) error {
-		_, err := st.counts.sayHelloCalls(ctx)
-		return err
-	}); err != nil {
+	backendAddr, err := l.startBackend(ctx)
+	if err != nil {
 		return st, err
 	}
 	st.targets = append(st.targets, target{name: targetDirect, addr: backendAddr})
-
-	var env []string
-	if sc.DefaultCollapse != "" {
-		env = append(env, "COLLAPSER_DEFAULT_COLLAPSE="+sc.DefaultCollapse)
+	steps := []func(context.Context, string) (target, error){l.startLoneCollapser}
+	if sc.Peers > 0 {
+		steps = append(steps, l.startPeers)
 	}
-	collapser, err := start("collapser", env, filepath.Join(cfg.bin, "collapser"),
-		"--listen", collapserAddr, "--backend", backendAddr, "--metrics-listen", collapserMetrics)
-	if err != nil {
-		return st, err
+	if !sc.CollapserOnly {
+		steps = append(steps, l.startNginx, l.startPlain)
 	}
-	if err := waitFor(ctx, collapser, collapserRuleIs("http://"+collapserMetrics+"/metrics", sayHello, sc.collapserAction())); err != nil {
-		return st, err
-	}
-	st.targets = append(st.targets, target{name: targetCollapser, addr: collapserAddr, proxy: collapser})
-
-	workers, _ := countCPUs(serverCPUs) // checked by parseConfig
-	nginxDir := filepath.Join(cfg.workdir, sc.ID+"-nginx")
-	conf, err := writeNginxConf(nginxDir, nginxAddr, backendAddr, workers, cfg.burst.requests)
-	if err != nil {
-		return st, err
-	}
-	nginx, err := start("nginx", nil, cfg.nginx, "-p", nginxDir, "-c", conf, "-e", "stderr")
-	if err != nil {
-		return st, err
-	}
-	st.targets = append(st.targets, target{name: targetNginx, addr: nginxAddr, proxy: nginx})
-
-	plain, err := start("plainproxy", nil, filepath.Join(cfg.bin, "plainproxy"), "--listen", plainAddr, "--backend", backendAddr)
-	if err != nil {
-		return st, err
-	}
-	st.targets = append(st.targets, target{name: targetPlain, addr: plainAddr, proxy: plain})
-
-	for _, t := range st.targets[1:] {
-		if err := waitServing(ctx, t); err != nil {
+	for _, step := range steps {
+		t, err := step(ctx, backendAddr)
+		if err != nil {
 			return st, err
 		}
+		st.targets = append(st.targets, t)
 	}
 	return st, nil
+}
+
+// portsOf returns how many ports sc's stack listens on: the backend's gRPC
+// and metrics ports, a collapser's gRPC, metrics and admin ports, each
+// peer's as many and its peer port, nginx's and the plain proxy's.
+func portsOf(sc scenario) int {
+	return 2 + 3 + 4*sc.Peers + 2
+}
+
+// launcher starts the processes of one scenario's stack, pinned to the
+// scenario's server CPUs, on ports reserved together, and records them in st.
+type launcher struct {
+	cfg   config
+	sc    scenario
+	cpus  string // taskset list of the servers; "" = not pinned
+	ports []int  // reserved and not yet handed out
+	st    *stack
+}
+
+// addr returns a loopback address on the next reserved port.
+func (l *launcher) addr() string {
+	if len(l.ports) == 0 {
+		panic("benchpeers: portsOf counts fewer ports than the stack listens on")
+	}
+	port := l.ports[0]
+	l.ports = l.ports[1:]
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// start starts argv as the process name (prefixed with the scenario's id)
+// and records it in the stack.
+func (l *launcher) start(name string, env []string, argv ...string) (*process, error) {
+	p, err := startProcess(l.cfg.workdir, l.sc.ID+"-"+name, l.cpus, env, argv...)
+	if p != nil {
+		l.st.procs = append(l.st.procs, p)
+	}
+	return p, err
+}
+
+// startBackend starts the hello backend with the scenario's latency and
+// returns its address once it answers the harness's count.
+func (l *launcher) startBackend(ctx context.Context) (string, error) {
+	addr := l.addr()
+	backend, err := l.start("hello-backend", nil, filepath.Join(l.cfg.bin, "hello-backend"),
+		"--listen", addr, "--metrics-listen", l.addr(), "--latency", l.sc.Latency.String())
+	if err != nil {
+		return "", err
+	}
+	l.st.backend = backend
+	if l.st.counts, err = dial(addr); err != nil {
+		return "", err
+	}
+	return addr, waitFor(ctx, backend, func(ctx context.Context) error {
+		_, err := l.st.counts.sayHelloCalls(ctx)
+		return err
+	})
+}
+
+// startNginx starts nginx's grpc_pass in front of backend, with one worker
+// per server CPU.
+func (l *launcher) startNginx(ctx context.Context, backend string) (target, error) {
+	addr := l.addr()
+	workers, _ := countCPUs(l.cpus) // checked by parseConfig
+	dir := filepath.Join(l.cfg.workdir, l.sc.ID+"-nginx")
+	conf, err := writeNginxConf(dir, addr, backend, workers, l.cfg.burst.requests)
+	if err != nil {
+		return target{}, err
+	}
+	nginx, err := l.start("nginx", nil, l.cfg.nginx, "-p", dir, "-c", conf, "-e", "stderr")
+	if err != nil {
+		return target{}, err
+	}
+	t := target{name: targetNginx, addr: addr, proxies: []*process{nginx}}
+	return t, waitServing(ctx, t)
+}
+
+// startPlain starts the plain Go proxy in front of backend.
+func (l *launcher) startPlain(ctx context.Context, backend string) (target, error) {
+	addr := l.addr()
+	plain, err := l.start("plainproxy", nil, filepath.Join(l.cfg.bin, "plainproxy"), "--listen", addr, "--backend", backend)
+	if err != nil {
+		return target{}, err
+	}
+	t := target{name: targetPlain, addr: addr, proxies: []*process{plain}}
+	return t, waitServing(ctx, t)
 }
 
 // waitServing waits until a SayHello through t succeeds.
@@ -122,7 +173,7 @@ func waitServing(ctx context.Context, t target) error {
 		return err
 	}
 	defer c.close()
-	if err := waitFor(ctx, t.proxy, c.sayHello); err != nil {
+	if err := waitFor(ctx, t.proxies[0], c.sayHello); err != nil {
 		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	return nil

@@ -44,47 +44,6 @@ func writeTable(w io.Writer, r *report) error {
 	return err
 }
 
-// writeComparison prints the proxies side by side in the shape of the
-// issue's table, from the medians of the scenarios that ran.
-func writeComparison(b *strings.Builder, r *report) {
-	type row struct {
-		scenario, label string
-		cell            func(summary) string
-	}
-	ratio := func(m summary) string { return fmt.Sprintf("%.2f×", m.RatioToDirect) }
-	rows := []row{
-		{"passthrough", "pass-through, distinct payloads: RPS vs direct", ratio},
-		{"passthrough", "proxy CPU per pass-through call", func(m summary) string { return formatCPU(m.ProxyCPUUs) + " µs" }},
-		{"passthrough-unpinned", "pass-through, unpinned: RPS vs direct", ratio},
-		{"passthrough-unpinned", "proxy CPU per pass-through call, unpinned", func(m summary) string { return formatCPU(m.ProxyCPUUs) + " µs" }},
-		{"burst", fmt.Sprintf("%s-call burst, 50 ms backend: backend calls / wall time", thousands(float64(r.Settings.BurstRequests))),
-			func(m summary) string {
-				return thousands(float64(m.BackendCalls)) + " / " + thousands(m.WallMs) + " ms"
-			}},
-		{"hit-0ms", fmt.Sprintf("hit path, 0 ms backend, c=%d: RPS vs direct", r.Settings.Concurrency), ratio},
-		{"hit-50ms", fmt.Sprintf("hit path, 50 ms backend, c=%d: RPS vs direct", r.Settings.Concurrency), ratio},
-	}
-	table := [][]string{{"", "collapser", "nginx grpc_pass", "plain Go proxy (grpc-go)"}}
-	for _, rw := range rows {
-		res, ok := scenarioByID(r, rw.scenario)
-		if !ok {
-			continue
-		}
-		cells := []string{rw.label}
-		for _, name := range []string{targetCollapser, targetNginx, targetPlain} {
-			cell := "—"
-			for _, m := range res.Medians {
-				if m.Target == name {
-					cell = rw.cell(m)
-				}
-			}
-			cells = append(cells, cell)
-		}
-		table = append(table, cells)
-	}
-	writeMarkdownTable(b, table, len(table[0]))
-}
-
 // goGC notes a GOGC the run's Go processes inherited; "" for Go's default.
 func goGC(h hostInfo) string {
 	if h.GOGC == "" {
@@ -127,16 +86,6 @@ func writeMarkdownTable(b *strings.Builder, rows [][]string, rightFrom int) {
 	for _, row := range rows[1:] {
 		line(row, true)
 	}
-}
-
-// scenarioByID returns the result of the scenario id, if it ran.
-func scenarioByID(r *report, id string) (scenarioResult, bool) {
-	for _, res := range r.Scenarios {
-		if res.Scenario.ID == id {
-			return res, true
-		}
-	}
-	return scenarioResult{}, false
 }
 
 // pinning says where the processes ran.
