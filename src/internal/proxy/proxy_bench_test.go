@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,30 +32,47 @@ import (
 //	ProxiedJoin  parallel identical calls, no cache: as many as happen to
 //	             overlap share a backend call; joined/op reports how many.
 //
+// The ...Parallel variants of Direct, ProxiedMiss (cached, as the sidecar's
+// default rule does) and Passthrough make parallelCallers calls at once, as
+// a load generator does. Every benchmark of unary calls reports the process's
+// CPU time per call (cpu-ns/op): the proxy's own cost is the difference from
+// Direct's.
+//
 // The ...Traced variants run the same with tracing on, every call sampled.
 
-func BenchmarkDirect(b *testing.B) {
+func BenchmarkDirect(b *testing.B) { benchmarkDirect(b, sequentialCalls) }
+
+// BenchmarkDirectParallel is the baseline of the ...Parallel benchmarks.
+func BenchmarkDirectParallel(b *testing.B) { benchmarkDirect(b, parallelCalls) }
+
+func benchmarkDirect(b *testing.B, calls caller) {
 	backend := startBackend(b, nil)
 	conn, err := grpc.NewClient(backend.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	benchmarkCalls(b, hellov1.NewGreeterClient(conn), func(i int) string { return fmt.Sprint("direct-", i) })
+	calls(b, hellov1.NewGreeterClient(conn), "direct-")
 }
 
-func BenchmarkProxiedMiss(b *testing.B) { benchmarkMiss(b, proxyConfig{}) }
+func BenchmarkProxiedMiss(b *testing.B) { benchmarkMiss(b, proxyConfig{}, sequentialCalls) }
 
 // BenchmarkProxiedMissTraced is BenchmarkProxiedMiss with every call traced
 // (startTracing): the cost of tracing a leader.
 func BenchmarkProxiedMissTraced(b *testing.B) {
-	benchmarkMiss(b, proxyConfig{tracing: startTracing(b)})
+	benchmarkMiss(b, proxyConfig{tracing: startTracing(b)}, sequentialCalls)
 }
 
-func benchmarkMiss(b *testing.B, cfg proxyConfig) {
+// BenchmarkProxiedMissParallel is a sidecar's miss under load: every call
+// a new key, led, answered and cached for the default rule's TTL.
+func BenchmarkProxiedMissParallel(b *testing.B) {
+	benchmarkMiss(b, proxyConfig{ttl: policy.DefaultCacheTTL}, parallelCalls)
+}
+
+func benchmarkMiss(b *testing.B, cfg proxyConfig, calls caller) {
 	backend := startBackend(b, nil)
 	s := startProxy(b, backend.addr, cfg)
-	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("miss-", i) })
+	calls(b, s.client, "miss-")
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
 	}
@@ -63,7 +84,7 @@ func benchmarkMiss(b *testing.B, cfg proxyConfig) {
 func BenchmarkProxiedMissForwarded(b *testing.B) {
 	backend := startBackend(b, nil)
 	s := startProxy(b, backend.addr, proxyConfig{peered: true})
-	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("forwarded-", i) })
+	sequentialCalls(b, s.client, "forwarded-")
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call must miss", got, b.N+1)
 	}
@@ -74,13 +95,81 @@ func BenchmarkProxiedMissForwarded(b *testing.B) {
 
 // BenchmarkPassthrough is a unary call the policy passes through (collapse
 // none), distinct every time: the path of every call that is not collapsed.
-func BenchmarkPassthrough(b *testing.B) {
+func BenchmarkPassthrough(b *testing.B) { benchmarkPassthrough(b, sequentialCalls) }
+
+// BenchmarkPassthroughParallel is BenchmarkPassthrough under load.
+func BenchmarkPassthroughParallel(b *testing.B) { benchmarkPassthrough(b, parallelCalls) }
+
+func benchmarkPassthrough(b *testing.B, calls caller) {
 	backend := startBackend(b, nil)
 	s := startProxy(b, backend.addr, proxyConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}})
-	benchmarkCalls(b, s.client, func(i int) string { return fmt.Sprint("pass-", i) })
+	calls(b, s.client, "pass-")
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call passes through", got, b.N+1)
 	}
+}
+
+// caller makes a benchmark's b.N calls, each named prefix and a number of
+// its own: one after another (sequentialCalls) or parallelCallers at a time
+// (parallelCalls).
+type caller func(b *testing.B, c hellov1.GreeterClient, prefix string)
+
+// sequentialCalls is benchmarkCalls for a caller.
+func sequentialCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
+	benchmarkCalls(b, c, func(i int) string { return fmt.Sprint(prefix, i) })
+}
+
+// parallelCallers is how many calls parallelCalls makes at once: ghz's
+// concurrency in the measurements (-c 50).
+const parallelCallers = 50
+
+// parallelDeadline is the deadline of each call parallelCalls makes: the
+// timeout make bench-peers gives ghz's calls, so that every backend call
+// carries one too, as it does there.
+const parallelDeadline = 30 * time.Second
+
+// parallelCalls makes b.N SayHello calls, parallelCallers at a time, each
+// named prefix and a number of its own and with parallelDeadline, after
+// one warm-up call, and reports the CPU time the process spent per call.
+func parallelCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
+	ctx := context.Background()
+	if _, err := c.SayHello(ctx, &hellov1.HelloRequest{Name: prefix + "warm-up"}); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.SetParallelism(max(1, parallelCallers/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	start := cpuTime(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := &hellov1.HelloRequest{Name: prefix + strconv.FormatInt(next.Add(1), 10)}
+			callCtx, cancel := context.WithTimeout(ctx, parallelDeadline)
+			_, err := c.SayHello(callCtx, req)
+			cancel()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	reportCPU(b, start)
+}
+
+// reportCPU reports the CPU time the process spent per call since start,
+// a cpuTime.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime returns the CPU time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkProxiedHit(b *testing.B) { benchmarkHit(b, proxyConfig{}) }
@@ -159,7 +248,8 @@ func reportDropped(b *testing.B, tr *tracing.Tracing) {
 }
 
 // benchmarkCalls makes b.N sequential SayHello calls, the i-th named name(i),
-// after one warm-up call that opens the connections.
+// after one warm-up call that opens the connections, and reports the CPU
+// time the process spent per call.
 func benchmarkCalls(b *testing.B, c hellov1.GreeterClient, name func(i int) string) {
 	ctx := context.Background()
 	if _, err := c.SayHello(ctx, &hellov1.HelloRequest{Name: name(-1)}); err != nil {
@@ -170,12 +260,15 @@ func benchmarkCalls(b *testing.B, c hellov1.GreeterClient, name func(i int) stri
 		reqs[i] = &hellov1.HelloRequest{Name: name(i)}
 	}
 	b.ReportAllocs()
+	start := cpuTime(b)
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := c.SayHello(ctx, reqs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	reportCPU(b, start)
 }
 
 // streamMessages is the length of the streams of the stream benchmarks.
