@@ -83,6 +83,25 @@ func New[V any](opts Options[V]) *Group[V] {
 // for it and is never kept; a panic in fn reaches them as a *PanicError.
 // opts may be nil (share the call while it runs, keep nothing).
 func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
+	e, v, o, err := g.enter(ctx, key, opts, fn)
+	if e == nil {
+		return v, o, err
+	}
+	// The caller leads e's call, on its own goroutine and stack, below this
+	// frame and call's alone: each frame more makes a deeper stack, likelier
+	// to have to grow (a copy of it) on every call.
+	g.waiters.Add(1)
+	if g.slotFor(e) {
+		g.call(e)
+	}
+	g.waiters.Add(-1)
+	return led(ctx, e)
+}
+
+// enter is Do's way to key's entry: it returns the entry of the call the
+// caller is to lead, or nil and what the caller got (a result, or the
+// outcome of the call it joined).
+func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (*entry[V], V, Outcome, error) {
 	if opts == nil {
 		opts = &noOptions
 	}
@@ -97,17 +116,18 @@ func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn fun
 		if now < e.fresh {
 			v := e.val
 			s.mu.RUnlock()
-			return v, Hit, nil
+			return nil, v, Hit, nil
 		}
 	default: // a call in flight, maybe with an earlier result to serve meanwhile
 		if p := e.prev; p != nil && now < p.swrEnd {
 			v := p.val
 			s.mu.RUnlock()
-			return v, Stale, nil
+			return nil, v, Stale, nil
 		}
 		n := e.waiting.Add(1) // under the read lock: abandon cannot run meanwhile
 		s.mu.RUnlock()
-		return g.join(ctx, e, n, fn)
+		v, o, err := g.join(ctx, e, n, fn)
+		return nil, v, o, err
 	}
 	s.mu.RUnlock()
 	return g.doLocked(ctx, s, key, now, opts, fn)
@@ -116,9 +136,9 @@ func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn fun
 // noOptions stands in for nil CallOptions.
 var noOptions CallOptions
 
-// doLocked is Do's path under the write lock: a result past its TTL, or no
-// entry at all.
-func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
+// doLocked is enter's path under the write lock: a result past its TTL, or
+// no entry at all.
+func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error)) (*entry[V], V, Outcome, error) {
 	s.mu.Lock()
 	g.sweep(s, now)
 	e := s.m[key]
@@ -128,7 +148,7 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 	case e.state == stateHeld && now < e.fresh:
 		v := e.val
 		s.mu.Unlock()
-		return v, Hit, nil
+		return nil, v, Hit, nil
 	case e.state == stateHeld && now < e.swrEnd:
 		// One background call refreshes the result, if a slot is free now:
 		// refreshes never queue.
@@ -136,39 +156,39 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 			r := g.newEntry(s, key, opts, fn, e)
 			r.background = true
 			s.m[key] = r
-			go g.run(r) // nobody waits: the refresh has its own goroutine
+			go g.call(r) // nobody waits: the refresh has its own goroutine
 		}
 		v := e.val
 		s.mu.Unlock()
-		return v, Stale, nil
+		return nil, v, Stale, nil
 	case e.state == stateHeld:
 		prev = e // past its TTL and refresh window; kept for StaleIfError
 	default:
 		if p := e.prev; p != nil && now < p.swrEnd {
 			v := p.val
 			s.mu.Unlock()
-			return v, Stale, nil
+			return nil, v, Stale, nil
 		}
 		n := e.waiting.Add(1)
 		s.mu.Unlock()
-		return g.join(ctx, e, n, fn)
+		v, o, err := g.join(ctx, e, n, fn)
+		return nil, v, o, err
 	}
 	e = g.newEntry(s, key, opts, fn, prev)
 	e.waiting.Store(1)
 	e.call.leader, e.call.leaver = ctx, e
 	s.m[key] = e
 	s.mu.Unlock()
-	return g.lead(ctx, e)
+	var zero V
+	return e, zero, Lead, nil
 }
 
-// lead runs e's call on the leader's own goroutine. The call's context is
-// not the leader's: when the leader's context ends first, its caller has its
-// answer already (its client ended the call), and the goroutine goes on
-// with the call for the followers, until the last of them leaves too.
-func (g *Group[V]) lead(ctx context.Context, e *entry[V]) (V, Outcome, error) {
-	g.waiters.Add(1)
-	g.run(e)
-	g.waiters.Add(-1)
+// led returns what the leader of e's call gets once the call has
+// completed. The call's context is not the leader's: when the leader's
+// context ends first, its caller has its answer already (its client ended
+// the call), and the goroutine went on with the call for the followers,
+// until the last of them left too.
+func led[V any](ctx context.Context, e *entry[V]) (V, Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		var zero V
 		return zero, Lead, err

@@ -4,40 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 )
 
-// run makes e's call once it holds a slot, and completes e whatever happens:
-// a return, no slot in time, a panic (recovered: the goroutine and the
-// process survive) or runtime.Goexit (which then goes on ending the
-// goroutine, as it asked).
-func (g *Group[V]) run(e *entry[V]) {
-	holding := e.background // a refresh took its slot when it was started
+// slotFor takes a slot for e's call (acquireFor) and reports whether it
+// holds one; when none is free in time, it completes e with that error.
+func (g *Group[V]) slotFor(e *entry[V]) bool {
+	err := g.acquireFor(e)
+	if err == nil {
+		return true
+	}
+	e.call.finish()
+	e.err = err
+	g.complete(e)
+	return false
+}
+
+// call makes e's call, which holds a slot (a refresh takes its own when it
+// is started), then gives the slot back and completes e, however the call
+// ends: a return, a panic (recovered into a *PanicError: the goroutine and
+// the process survive) or runtime.Goexit (which then goes on ending the
+// goroutine, as it asked). It does what protect does in a frame of its own:
+// a leader's call runs on the leader's stack, and each frame under it makes
+// that stack deeper, and so likelier to have to grow (a copy) every call.
+func (g *Group[V]) call(e *entry[V]) {
+	e.running.Store(true)
 	returned := false
 	defer func() {
-		if holding {
-			g.release()
-		}
 		if !returned {
 			e.err = ErrGoexit
-			g.complete(e)
+			if r := recover(); r != nil {
+				e.err = &PanicError{Value: r, Stack: debug.Stack()}
+			}
 		}
+		e.call.finish()
+		g.release()
+		g.complete(e)
 	}()
-	if !holding {
-		if err := g.acquireFor(e); err != nil {
-			e.call.finish()
-			e.err = err
-			returned = true
-			g.complete(e)
-			return
-		}
-		holding = true
-	}
-	e.running.Store(true)
-	e.val, e.err = protect(&e.call, e.fn)
+	e.val, e.err = e.fn(&e.call)
 	returned = true
-	g.release()
-	holding = false
-	g.complete(e)
 }
 
 // acquireFor takes a slot for e's call, waiting while its context lasts
