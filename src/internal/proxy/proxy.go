@@ -322,13 +322,21 @@ func (p *Proxy) StreamStats() replay.Stats {
 var errNoMethod = status.Error(codes.Internal, "proxy: no method name in server stream")
 
 // handle serves every call to a method no service on the server registered.
+// Its error path is a function of its own, so that handle's frame, under
+// every call the proxy serves, holds no more than serving needs: a deeper
+// stack may have to grow (a copy of it) on every call.
 func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
-		p.report(ss.Context(), RouteCaller, "", OutcomeError, codes.Internal, producer{})
-		return errNoMethod
+		return p.noMethod(ss)
 	}
 	return p.serve(ss, method, &p.callers)
+}
+
+// noMethod answers, and counts, a call grpc-go gave no method name.
+func (p *Proxy) noMethod(ss grpc.ServerStream) error {
+	p.report(ss.Context(), RouteCaller, "", OutcomeError, codes.Internal, producer{})
+	return errNoMethod
 }
 
 // serve serves a call from o as its method's rule says: collapsed,

@@ -150,18 +150,36 @@ func receiveOne(ss grpc.ServerStream, req any) error {
 // invoke makes one backend call. Its context is the collapse call's: it
 // belongs to no caller, ends with the call's timeout and is cancelled when
 // every caller waiting for it has left. The caller's authority and headers
-// go with it. The error is the backend's status when it is not OK, so the
-// group never keeps it; the Response carries it too, with the metadata the
-// backend sent alongside.
+// go with it (outgoing). The error is the backend's status when it is not
+// OK, so the group never keeps it; the Response carries it too, with the
+// metadata the backend sent alongside.
 func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
-	ctx = metadata.NewOutgoingContext(ctx, forwardable(md))
-	var header, trailer metadata.MD
-	var out frame
-	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
+	x := &exchange{request: frame{payload: payload}}
+	ctx, opts := p.outgoing(ctx, sub, md, x)
 	start := time.Now()
-	err := p.backend.Invoke(ctx, method, &frame{payload: payload}, &out, opts...)
+	err := p.backend.Invoke(ctx, method, &x.request, &x.reply, opts...)
 	p.observer.ObserveBackendCall(ctx, method, status.Code(err), time.Since(start))
-	return p.response(out, header, trailer, err)
+	return p.response(x.reply, x.header, x.trailer, err)
+}
+
+// exchange is what a backend call sends and receives, in one allocation
+// rather than one for each.
+type exchange struct {
+	request, reply  frame
+	header, trailer metadata.MD
+}
+
+// outgoing returns the context and options of a backend call for a caller
+// that sent md with content subtype sub: its authority and its forwardable
+// headers, with x to receive the backend's. md is the caller's own copy
+// (incoming), read by nothing after the call is made, so it is stripped in
+// place rather than copied. It is a function of its own so that what it
+// holds is off the stack while the call runs: the call runs deep in the
+// caller's stack, below the collapse group's frames, and a deeper stack may
+// have to grow (a copy of it) on every call.
+func (p *Proxy) outgoing(ctx context.Context, sub string, md metadata.MD, x *exchange) (context.Context, []grpc.CallOption) {
+	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&x.header), grpc.Trailer(&x.trailer))
+	return metadata.NewOutgoingContext(ctx, strip(md)), opts
 }
 
 // response is what a backend call that answered out with header and
