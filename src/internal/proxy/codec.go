@@ -60,7 +60,9 @@ const codecName = "proto"
 func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch f := v.(type) {
 	case *frame:
-		return mem.BufferSlice{mem.SliceBuffer(f.payload)}, nil
+		// A pointer to the payload is a Buffer as it is: a SliceBuffer
+		// value would be copied to the heap to become one.
+		return mem.BufferSlice{(*mem.SliceBuffer)(&f.payload)}, nil
 	case *passFrame:
 		data := f.data
 		f.data = nil
@@ -96,10 +98,8 @@ func (c *codec) Name() string {
 // meant), the caller's authority (so a backend serving several hosts answers
 // for the right one) and the size limits.
 func (p *Proxy) callOptions(sub, authority string) []grpc.CallOption {
-	opts := make([]grpc.CallOption, 3, 7) // room for the caller's additions
-	opts[0] = grpc.ForceCodecV2(p.codec)
-	opts[1] = grpc.MaxCallRecvMsgSize(p.maxRecv)
-	opts[2] = grpc.MaxCallSendMsgSize(p.maxSend)
+	opts := make([]grpc.CallOption, 0, len(p.backendOptions)+4) // room for the caller's additions
+	opts = append(opts, p.backendOptions...)
 	if sub != "" {
 		opts = append(opts, grpc.CallContentSubtype(sub))
 	}

@@ -178,6 +178,9 @@ type Proxy struct {
 	forwardTags    bool
 	invalidate     func(ctx context.Context, methods, tags []string) error // nil: none
 	codec          *codec
+	// backendOptions are the options every backend call has (callOptions),
+	// made once: grpc-go only reads them.
+	backendOptions []grpc.CallOption
 	// served is the trailer of every answer served for a peer: the owner's
 	// mark, with this proxy's own token, by which a forwarder tells an
 	// answer of its own from another replica's.
@@ -244,6 +247,7 @@ func New(o Options) (*Proxy, error) {
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
 	}
+	p.backendOptions = []grpc.CallOption{grpc.ForceCodecV2(c), grpc.MaxCallRecvMsgSize(p.maxRecv), grpc.MaxCallSendMsgSize(p.maxSend)}
 	if o.TracerProvider != nil {
 		p.tracer = o.TracerProvider.Tracer(tracerName)
 	}

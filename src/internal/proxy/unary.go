@@ -200,31 +200,45 @@ func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Re
 // status of why there is nothing to send: the caller's own context ended, or the call
 // panicked (logged once, by its leader), found no slot, or exited.
 func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error, o *origin) error {
-	var pe *collapse.PanicError
-	if errors.As(err, &pe) && outcome == collapse.Lead {
-		p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
+	if outcome == collapse.Lead && err != nil {
+		if pe, ok := errors.AsType[*collapse.PanicError](err); ok {
+			p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
+		}
 	}
 	if resp == nil { // no backend answer: the status says why
 		return callstatus.Of(err).Err()
 	}
-	// The metadata maps are shared by every caller: SetHeader and SetTrailer
-	// merge them into the stream's own copies and never modify them.
-	if err := ss.SetHeader(resp.Header); err != nil {
-		return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
-	}
-	if o.mark != nil && resp.tags.header != nil {
-		// A forwarder keeps copies of its own: it needs the tags to find them.
-		if err := ss.SetHeader(resp.tags.header); err != nil {
-			return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
-		}
+	if err := p.sendHeader(ss, resp, o); err != nil {
+		return err
 	}
 	if resp.Err == nil {
 		if err := ss.SendMsg(&frame{payload: resp.Payload}); err != nil {
 			return fmt.Errorf("proxy: send response to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
-	ss.SetTrailer(resp.Trailer)
+	ss.SetTrailer(resp.Trailer) // merged into the stream's own copy
 	return resp.Err
+}
+
+// sendHeader sends the caller, from o, resp's header, if it has one (an
+// answer without one may go as a trailers-only response). The metadata maps
+// are shared by every caller, and grpc-go only reads them: SendHeader
+// writes a map as it is when the stream has no header set yet, where
+// SetHeader would merge it into a copy of its own first.
+func (p *Proxy) sendHeader(ss grpc.ServerStream, resp *Response, o *origin) error {
+	if o.mark != nil && resp.tags.header != nil {
+		// A forwarder keeps copies of its own: it needs the tags to find them.
+		if err := ss.SetHeader(resp.tags.header); err != nil {
+			return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
+		}
+	}
+	if len(resp.Header) == 0 {
+		return nil
+	}
+	if err := ss.SendHeader(resp.Header); err != nil {
+		return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
+	}
+	return nil
 }
 
 // refusedWrite is the status of a write to the caller's stream (its
