@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -36,7 +37,9 @@ import (
 // default rule does) and Passthrough make parallelCallers calls at once, as
 // a load generator does. Every benchmark of unary calls reports the process's
 // CPU time per call (cpu-ns/op): the proxy's own cost is the difference from
-// Direct's.
+// Direct's. MissAgainstPassthrough alternates the three in one process, in
+// rounds short enough that the machine's other load weighs on them alike,
+// and reports a miss's cost against a pass-through's (miss/pass).
 //
 // The ...Traced variants run the same with tracing on, every call sampled.
 
@@ -47,12 +50,17 @@ func BenchmarkDirectParallel(b *testing.B) { benchmarkDirect(b, parallelCalls) }
 
 func benchmarkDirect(b *testing.B, calls caller) {
 	backend := startBackend(b, nil)
-	conn, err := grpc.NewClient(backend.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	calls(b, directClient(b, backend.addr), "direct-")
+}
+
+// directClient returns a client of the backend at addr, without a proxy.
+func directClient(b *testing.B, addr string) hellov1.GreeterClient {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	calls(b, hellov1.NewGreeterClient(conn), "direct-")
+	return hellov1.NewGreeterClient(conn)
 }
 
 func BenchmarkProxiedMiss(b *testing.B) { benchmarkMiss(b, proxyConfig{}, sequentialCalls) }
@@ -102,11 +110,88 @@ func BenchmarkPassthroughParallel(b *testing.B) { benchmarkPassthrough(b, parall
 
 func benchmarkPassthrough(b *testing.B, calls caller) {
 	backend := startBackend(b, nil)
-	s := startProxy(b, backend.addr, proxyConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}})
+	s := startProxy(b, backend.addr, passthroughConfig)
 	calls(b, s.client, "pass-")
 	if got := backend.Calls.SayHello.Load(); got != int64(b.N)+1 {
 		b.Fatalf("backend calls = %d, want %d: every call passes through", got, b.N+1)
 	}
+}
+
+// passthroughConfig passes every call through (collapse none).
+var passthroughConfig = proxyConfig{policy: &policy.Defaults{Collapse: policy.Never, Timeout: testkit.DefaultTimeout}}
+
+// BenchmarkMissAgainstPassthrough makes b.N calls of each of three kinds,
+// parallelCallers at a time, in rounds of interleavedCalls: to the backend
+// directly, as misses through a proxy (as ProxiedMissParallel) and through
+// a proxy that passes them through (as PassthroughParallel), one backend
+// behind all three. The rounds alternate, so that what else runs on the
+// machine weighs on the three alike. It reports each kind's CPU time per
+// call and miss/pass: the proxy's own CPU time per miss over its own per
+// pass-through, each the kind's less direct's.
+func BenchmarkMissAgainstPassthrough(b *testing.B) {
+	backend := startBackend(b, nil)
+	kinds := []struct {
+		unit   string
+		client hellov1.GreeterClient
+		cpu    time.Duration
+	}{
+		{unit: "direct-cpu-ns/op", client: directClient(b, backend.addr)},
+		{unit: "miss-cpu-ns/op", client: startProxy(b, backend.addr, proxyConfig{ttl: policy.DefaultCacheTTL}).client},
+		{unit: "pass-cpu-ns/op", client: startProxy(b, backend.addr, passthroughConfig).client},
+	}
+	var next atomic.Int64
+	for i := range kinds {
+		callsAtOnce(b, kinds[i].client, 1, &next) // opens the connections
+	}
+	b.ResetTimer()
+	for done := 0; done < b.N; done += interleavedCalls {
+		n := min(interleavedCalls, b.N-done)
+		for i := range kinds {
+			start := cpuTime(b)
+			callsAtOnce(b, kinds[i].client, n, &next)
+			kinds[i].cpu += cpuTime(b) - start
+		}
+	}
+	b.StopTimer()
+	if got, want := backend.Calls.SayHello.Load(), next.Load(); got != want {
+		b.Fatalf("backend calls = %d, want %d: every call must reach it", got, want)
+	}
+	for _, k := range kinds {
+		b.ReportMetric(float64(k.cpu)/float64(b.N), k.unit)
+	}
+	direct := kinds[0].cpu
+	b.ReportMetric(float64(kinds[1].cpu-direct)/float64(kinds[2].cpu-direct), "miss/pass")
+}
+
+// interleavedCalls is how many calls of each kind a round of
+// BenchmarkMissAgainstPassthrough makes.
+const interleavedCalls = 1000
+
+// callsAtOnce makes n SayHello calls, parallelCallers at a time, each named
+// by next and with parallelDeadline.
+func callsAtOnce(b *testing.B, c hellov1.GreeterClient, n int, next *atomic.Int64) {
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	for range min(n, parallelCallers) {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := callOnce(c, "kind-"+strconv.FormatInt(next.Add(1), 10)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// callOnce makes a SayHello call named name, with parallelDeadline.
+func callOnce(c hellov1.GreeterClient, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), parallelDeadline)
+	defer cancel()
+	_, err := c.SayHello(ctx, &hellov1.HelloRequest{Name: name})
+	return err
 }
 
 // caller makes a benchmark's b.N calls, each named prefix and a number of
@@ -132,8 +217,7 @@ const parallelDeadline = 30 * time.Second
 // named prefix and a number of its own and with parallelDeadline, after
 // one warm-up call, and reports the CPU time the process spent per call.
 func parallelCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
-	ctx := context.Background()
-	if _, err := c.SayHello(ctx, &hellov1.HelloRequest{Name: prefix + "warm-up"}); err != nil {
+	if err := callOnce(c, prefix+"warm-up"); err != nil {
 		b.Fatal(err)
 	}
 	var next atomic.Int64
@@ -143,11 +227,7 @@ func parallelCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req := &hellov1.HelloRequest{Name: prefix + strconv.FormatInt(next.Add(1), 10)}
-			callCtx, cancel := context.WithTimeout(ctx, parallelDeadline)
-			_, err := c.SayHello(callCtx, req)
-			cancel()
-			if err != nil {
+			if err := callOnce(c, prefix+strconv.FormatInt(next.Add(1), 10)); err != nil {
 				b.Error(err)
 				return
 			}
