@@ -354,6 +354,7 @@ func (p *Proxy) serve(ss grpc.ServerStream, method string, o *origin) error {
 	rule := p.rules.Rule(method)
 	switch rule.Action {
 	case policy.Collapse:
+		growStack() // a leader's backend call runs deep: grow once, here
 		return p.unary(ss, method, rule, o)
 	case policy.Replay:
 		return p.replayStream(ss, method, rule, o)
