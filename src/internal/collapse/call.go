@@ -112,10 +112,10 @@ func (c *Call) finish() {
 	c.ctx, c.cancel = nil, nil
 }
 
-// protect runs fn with c, a caller's own call (Group.own), and turns a
-// panic into a *PanicError; a runtime.Goexit in fn is not stopped (own
-// gives its slot back in a defer). The call's context is released when fn
-// ends, however it ends. A shared call does the same in Group.call.
+// protect runs fn with c and turns a panic into a *PanicError; a
+// runtime.Goexit in fn is not stopped (callers give their slot back, and a
+// shared call completes, in a defer). The call's context is released when
+// fn ends, however it ends.
 func protect[V any](c *Call, fn func(*Call) (V, error)) (v V, err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 )
 
 // slotFor takes a slot for e's call (acquireFor) and reports whether it
@@ -22,26 +21,20 @@ func (g *Group[V]) slotFor(e *entry[V]) bool {
 
 // call makes e's call, which holds a slot (a refresh takes its own when it
 // is started), then gives the slot back and completes e, however the call
-// ends: a return, a panic (recovered into a *PanicError: the goroutine and
-// the process survive) or runtime.Goexit (which then goes on ending the
-// goroutine, as it asked). It does what protect does in a frame of its own:
-// a leader's call runs on the leader's stack, and each frame under it makes
-// that stack deeper, and so likelier to have to grow (a copy) every call.
+// ends: a return, a panic (recovered by protect into a *PanicError: the
+// goroutine and the process survive) or runtime.Goexit (which then goes on
+// ending the goroutine, as it asked).
 func (g *Group[V]) call(e *entry[V]) {
 	e.running.Store(true)
 	returned := false
 	defer func() {
 		if !returned {
 			e.err = ErrGoexit
-			if r := recover(); r != nil {
-				e.err = &PanicError{Value: r, Stack: debug.Stack()}
-			}
 		}
-		e.call.finish()
 		g.release()
 		g.complete(e)
 	}()
-	e.val, e.err = e.fn(&e.call)
+	e.val, e.err = protect(&e.call, e.fn)
 	returned = true
 }
 
