@@ -103,9 +103,11 @@ type Ring struct {
 
 // Dial returns the connection to the peers at target: a gRPC target with a
 // scheme ("dns:///collapser-peers.ns.svc.cluster.local:50053") or a comma
-// list of ip:port, with extra options besides its own (a stats handler that
+// list of ip:port (a host:port works too, but is never taken for this
+// replica itself), with extra options besides its own (a stats handler that
 // traces the calls). listen is this replica's own peer listener, by which it
-// knows itself among the peers. It connects lazily.
+// knows itself among the peers. It resolves the peers at once; each
+// connection is made when a call first needs it.
 func Dial(target, listen string, extra ...grpc.DialOption) (*Ring, error) {
 	isSelf, err := selfAddress(listen)
 	if err != nil {
