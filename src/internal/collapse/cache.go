@@ -21,14 +21,14 @@ type shard[V any] struct {
 //
 // A success replaces the key's earlier result, and is kept if its windows
 // (those it declares, or its options') and the limits allow; a private
-// value is neither kept nor shared. A
+// value is neither kept nor shared, and leaves a pass marker for the key. A
 // failure gives the key back to the earlier result, and its waiters get that
 // result instead of the error when it is within StaleIfError and StaleOn
 // accepts the error. An abandoned call changes nothing: the key moved on.
 func (g *Group[V]) complete(e *entry[V]) {
 	e.fn = nil
 	private := e.err == nil && g.private != nil && g.private(e.val)
-	w := e.opts.windows()
+	w := e.opts.Windows()
 	if e.err == nil && g.declared != nil {
 		if d, ok := g.declared(e.val); ok {
 			w = d
@@ -57,12 +57,18 @@ func (g *Group[V]) complete(e *entry[V]) {
 		if e.prev != nil {
 			g.evict(s, e.prev) // clears e.prev
 		}
-		if !keep || e.detached || !g.admit(s, e, size, now, w) {
+		switch {
+		case keep && !e.detached && g.admit(s, e, size, now, w):
+			e.kept, e.pass = w, false
+		case private && !e.detached:
+			g.unlink(s, e)
+			g.mark(s, e.key, now)
+		default:
 			g.unlink(s, e)
 		}
 	default:
 		if p := e.prev; p != nil && now < p.sieEnd && (e.opts.StaleOn == nil || e.opts.StaleOn(e.err)) {
-			e.val, e.err, e.answer = p.val, nil, answerStale
+			e.val, e.err, e.answer, e.kept = p.val, nil, answerStale, p.left(now)
 		}
 		g.unlink(s, e)
 	}
@@ -74,6 +80,16 @@ func (g *Group[V]) complete(e *entry[V]) {
 
 	g.inflight.Add(-1)
 	close(e.done)
+}
+
+// mark holds a pass marker for key, whose call's answer could not be
+// shared, for the Group's pass TTL, if the limits make room for it. The
+// caller holds s.mu; key has no entry in s.m.
+func (g *Group[V]) mark(s *shard[V], key string, now int64) {
+	m := &entry[V]{key: key, shard: s, pass: true, index: -1}
+	if g.admit(s, m, heapsize.String(key)+EntryOverhead, now, Windows{TTL: g.passTTL}) {
+		s.m[key] = m
+	}
 }
 
 // admit holds e's result, to be served for windows w, evicting while the

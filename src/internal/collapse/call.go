@@ -35,6 +35,7 @@ type Call struct {
 	parent  context.Context // context.Background for shared calls
 	timeout time.Duration
 	own     bool // a caller's own call, not shared: see Own
+	refresh bool // replaces a result the Group holds: see Refresh
 	// leader is the context of the caller whose goroutine runs the call, and
 	// leaver is told when it ends first; nil for calls no caller runs.
 	leader context.Context
@@ -84,6 +85,13 @@ var ended = func() context.Context {
 // for it (CallOptions.MaxWaiters, WaitTimeout).
 func (c *Call) Own() bool {
 	return c.own
+}
+
+// Refresh reports whether the call replaces a result the Group holds, past
+// its TTL or purged: a call that asks another cache for the answer asks it
+// for a fresh one (as DoFresh does), since the stale one is here already.
+func (c *Call) Refresh() bool {
+	return c.refresh
 }
 
 // abort cancels the call's context, now or when it is made.

@@ -19,11 +19,20 @@
 // Only a stale-while-revalidate refresh, which no caller waits for, gets a
 // goroutine of its own. Errors and panics reach every waiter and are never kept. A
 // value the Options call private goes only to its leader; the followers make
-// calls of their own.
+// calls of their own, and the key holds a pass marker for a while after
+// (Varnish's hit-for-miss): its callers make calls of their own at once
+// rather than queue behind a call whose answer they most likely cannot
+// share, until an answer that may be shared replaces the marker.
+//
+// A caller learns how it was served and what is left of the windows of the
+// value it got (Served.Left), which another cache copying the value keeps
+// it for, never a new life; DoFresh serves such a cache when it refreshes
+// its copy, never with a stale result.
 //
 // Everything a client can make a Group hold is bounded where it is created:
-// results by count and by bytes (key, value and EntryOverhead), the calls
-// running at once by Options.MaxCalls.
+// results and pass markers by count and by bytes (key, value and
+// EntryOverhead), the calls running at once by Options.MaxCalls, a key's
+// waiting callers by CallOptions.MaxWaiters, exactly.
 //
 // Keys are compared by their full content: the string is the map key, a hash
 // only picks the shard. The package knows nothing of gRPC; the proxy package

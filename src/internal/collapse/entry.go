@@ -1,6 +1,9 @@
 package collapse
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // entry is one call for a key and, once it succeeded, the key's result.
 //
@@ -14,6 +17,13 @@ import "sync/atomic"
 // entry: out of the map, it answers its waiters and keeps nothing. A held
 // entry keeps nothing of the call that made it: its answer, its key and its
 // windows.
+//
+// A pass marker is a held entry without a value: the key's last answer
+// could not be shared (Options.Private), so until it is gone the key's
+// callers do not wait for one another's calls (hit-for-pass). The call of
+// the first of them is a pass call (flying, pass set): the callers that
+// come meanwhile make calls of their own, and its answer replaces the
+// marker, with a result when it may be shared, with a new marker when not.
 type entry[V any] struct {
 	key   string
 	shard *shard[V]
@@ -22,6 +32,7 @@ type entry[V any] struct {
 	opts       *CallOptions
 	fn         func(*Call) (V, error) // cleared by complete
 	background bool                   // a refresh nobody waits for; its slot is already held
+	pass       bool                   // a pass call or marker (guarded by shard.mu once in the map)
 	call       Call                   // lets go of what it was made with when the call ends
 
 	waiting atomic.Int32 // callers waiting for the call now
@@ -31,7 +42,8 @@ type entry[V any] struct {
 	// Written once before done is closed.
 	val    V
 	err    error
-	answer answer // what val is to the waiters
+	answer answer  // what val is to the waiters
+	kept   Windows // what val is served for from the call's end; zero when not kept
 
 	// Guarded by shard.mu.
 	state    state
@@ -82,4 +94,24 @@ func (e *entry[V]) HeapIndex() *int { return &e.index }
 // gone is when a held result stops being served at all.
 func (e *entry[V]) gone() int64 {
 	return max(e.swrEnd, e.sieEnd)
+}
+
+// leaders is how many of the callers counted in e.waiting led e's call: a
+// background refresh has no leader.
+func (e *entry[V]) leaders() int32 {
+	if e.background {
+		return 0
+	}
+	return 1
+}
+
+// left returns what is left at now of the windows the held result e is
+// served for. The caller holds e.shard.mu.
+func (e *entry[V]) left(now int64) Windows {
+	from := max(now, e.fresh) // the stale windows start when it goes stale
+	return Windows{
+		TTL:                  time.Duration(from - now),
+		StaleWhileRevalidate: time.Duration(max(0, e.swrEnd-from)),
+		StaleIfError:         time.Duration(max(0, e.sieEnd-from)),
+	}
 }

@@ -26,6 +26,7 @@ type Group[V any] struct {
 	size          func(V) int64
 	private       func(V) bool
 	declared      func(V) (Windows, bool)
+	passTTL       time.Duration
 	slots         *semaphore.Weighted // nil: calls are not bounded
 
 	seed   maphash.Seed
@@ -56,13 +57,19 @@ func New[V any](opts Options[V]) *Group[V] {
 		size:          opts.Size,
 		private:       opts.Private,
 		declared:      opts.Declared,
+		passTTL:       cmp.Or(opts.PassTTL, DefaultPassTTL),
 		seed:          maphash.MakeSeed(),
-		epoch:         time.Now(),
 	}
 	if opts.MaxCalls > 0 {
 		g.slots = semaphore.NewWeighted(int64(opts.MaxCalls))
 	}
-	g.now = func() int64 { return int64(time.Since(g.epoch)) }
+	if clock := opts.Now; clock != nil {
+		g.epoch = clock()
+		g.now = func() int64 { return int64(clock().Sub(g.epoch)) }
+	} else {
+		g.epoch = time.Now()
+		g.now = func() int64 { return int64(time.Since(g.epoch)) }
+	}
 	for i := range g.shards {
 		g.shards[i].group = g
 		g.shards[i].m = make(map[string]*entry[V])
@@ -82,10 +89,25 @@ func New[V any](opts Options[V]) *Group[V] {
 // cancelled (unless opts.Finish). fn's error reaches every caller that waits
 // for it and is never kept; a panic in fn reaches them as a *PanicError.
 // opts may be nil (share the call while it runs, keep nothing).
-func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
-	e, v, o, err := g.enter(ctx, key, opts, fn)
+func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
+	return g.do(ctx, key, opts, fn, false)
+}
+
+// DoFresh is Do for a caller that holds a stale copy of key's result of
+// its own and asks for a fresh one, as a replica refreshing its copy asks
+// the key's owner: it is never answered with a result past its TTL (nor
+// soft-purged), but joins the call that refreshes it, or leads one. Only a
+// call that fails may still be answered with the last result, within
+// StaleIfError, as every caller of that call is.
+func (g *Group[V]) DoFresh(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
+	return g.do(ctx, key, opts, fn, true)
+}
+
+// do is Do, or DoFresh when fresh.
+func (g *Group[V]) do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (Served[V], error) {
+	e, sv, err := g.enter(ctx, key, opts, fn, fresh)
 	if e == nil {
-		return v, o, err
+		return sv, err
 	}
 	// The caller leads e's call, on its own goroutine and stack, below this
 	// frame and call's alone: each frame more makes a deeper stack, likelier
@@ -98,10 +120,10 @@ func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn fun
 	return led(ctx, e)
 }
 
-// enter is Do's way to key's entry: it returns the entry of the call the
+// enter is do's way to key's entry: it returns the entry of the call the
 // caller is to lead, or nil and what the caller got (a result, or the
-// outcome of the call it joined).
-func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (*entry[V], V, Outcome, error) {
+// outcome of the call it joined or made of its own).
+func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (*entry[V], Served[V], error) {
 	if opts == nil {
 		opts = &noOptions
 	}
@@ -113,43 +135,53 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 	switch {
 	case e == nil:
 	case e.state == stateHeld:
-		if now < e.fresh {
-			v := e.val
+		if now < e.fresh && !e.pass {
+			sv := Served[V]{Value: e.val, Outcome: Hit, Left: e.left(now)}
 			s.mu.RUnlock()
-			return nil, v, Hit, nil
+			return nil, sv, nil
 		}
+	case e.pass: // a call whose answer may not be shared, like the last one
+		s.mu.RUnlock()
+		sv, err := g.own(ctx, opts, Pass, fn)
+		return nil, sv, err
 	default: // a call in flight, maybe with an earlier result to serve meanwhile
-		if p := e.prev; p != nil && now < p.swrEnd {
-			v := p.val
+		if p := e.prev; p != nil && now < p.swrEnd && !fresh {
+			sv := Served[V]{Value: p.val, Outcome: Stale, Left: p.left(now)}
 			s.mu.RUnlock()
-			return nil, v, Stale, nil
+			return nil, sv, nil
 		}
 		n := e.waiting.Add(1) // under the read lock: abandon cannot run meanwhile
 		s.mu.RUnlock()
-		v, o, err := g.join(ctx, e, n, fn)
-		return nil, v, o, err
+		sv, err := g.join(ctx, e, n, opts, fn)
+		return nil, sv, err
 	}
 	s.mu.RUnlock()
-	return g.doLocked(ctx, s, key, now, opts, fn)
+	return g.doLocked(ctx, s, key, now, opts, fn, fresh)
 }
 
 // noOptions stands in for nil CallOptions.
 var noOptions CallOptions
 
-// doLocked is enter's path under the write lock: a result past its TTL, or
-// no entry at all.
-func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error)) (*entry[V], V, Outcome, error) {
+// doLocked is enter's path under the write lock: a result past its TTL, a
+// pass marker, or no entry at all.
+func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (*entry[V], Served[V], error) {
 	s.mu.Lock()
 	g.sweep(s, now)
 	e := s.m[key]
 	var prev *entry[V]
+	pass := false
 	switch {
 	case e == nil:
+	case e.state == stateHeld && e.pass:
+		// The key's last answer could not be shared: this caller's call is
+		// not waited for, and a shareable answer replaces the marker.
+		g.evict(s, e)
+		pass = true
 	case e.state == stateHeld && now < e.fresh:
-		v := e.val
+		sv := Served[V]{Value: e.val, Outcome: Hit, Left: e.left(now)}
 		s.mu.Unlock()
-		return nil, v, Hit, nil
-	case e.state == stateHeld && now < e.swrEnd:
+		return nil, sv, nil
+	case e.state == stateHeld && now < e.swrEnd && !fresh:
 		// One background call refreshes the result, if a slot is free now:
 		// refreshes never queue.
 		if g.trySlot() {
@@ -158,29 +190,33 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 			s.m[key] = r
 			go g.call(r) // nobody waits: the refresh has its own goroutine
 		}
-		v := e.val
+		sv := Served[V]{Value: e.val, Outcome: Stale, Left: e.left(now)}
 		s.mu.Unlock()
-		return nil, v, Stale, nil
+		return nil, sv, nil
 	case e.state == stateHeld:
-		prev = e // past its TTL and refresh window; kept for StaleIfError
+		prev = e // past its TTL: kept to serve stale meanwhile, or for StaleIfError
+	case e.pass:
+		s.mu.Unlock()
+		sv, err := g.own(ctx, opts, Pass, fn)
+		return nil, sv, err
 	default:
-		if p := e.prev; p != nil && now < p.swrEnd {
-			v := p.val
+		if p := e.prev; p != nil && now < p.swrEnd && !fresh {
+			sv := Served[V]{Value: p.val, Outcome: Stale, Left: p.left(now)}
 			s.mu.Unlock()
-			return nil, v, Stale, nil
+			return nil, sv, nil
 		}
 		n := e.waiting.Add(1)
 		s.mu.Unlock()
-		v, o, err := g.join(ctx, e, n, fn)
-		return nil, v, o, err
+		sv, err := g.join(ctx, e, n, opts, fn)
+		return nil, sv, err
 	}
 	e = g.newEntry(s, key, opts, fn, prev)
+	e.pass = pass
 	e.waiting.Store(1)
 	e.call.leader, e.call.leaver = ctx, e
 	s.m[key] = e
 	s.mu.Unlock()
-	var zero V
-	return e, zero, Lead, nil
+	return e, Served[V]{Outcome: Lead}, nil
 }
 
 // led returns what the leader of e's call gets once the call has
@@ -188,15 +224,14 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 // context ends first, its caller has its answer already (its client ended
 // the call), and the goroutine went on with the call for the followers,
 // until the last of them left too.
-func led[V any](ctx context.Context, e *entry[V]) (V, Outcome, error) {
+func led[V any](ctx context.Context, e *entry[V]) (Served[V], error) {
 	if err := ctx.Err(); err != nil {
-		var zero V
-		return zero, Lead, err
+		return Served[V]{Outcome: Lead}, err
 	}
 	if e.answer == answerStale {
-		return e.val, StaleOnError, nil
+		return Served[V]{Value: e.val, Outcome: StaleOnError, Left: e.kept}, nil
 	}
-	return e.val, Lead, e.err // a private value is the leader's own
+	return Served[V]{Value: e.val, Outcome: Lead, Left: e.kept}, e.err // a private value is the leader's own
 }
 
 // newEntry returns the entry of a new call for key. The caller holds s.mu.
@@ -207,7 +242,7 @@ func (g *Group[V]) newEntry(s *shard[V], key string, opts *CallOptions, fn func(
 		shard: s,
 		opts:  opts,
 		fn:    fn,
-		call:  Call{parent: context.Background(), timeout: opts.Timeout},
+		call:  Call{parent: context.Background(), timeout: opts.Timeout, refresh: prev != nil},
 		done:  make(chan struct{}),
 		prev:  prev,
 		index: -1,
@@ -215,31 +250,32 @@ func (g *Group[V]) newEntry(s *shard[V], key string, opts *CallOptions, fn func(
 }
 
 // join waits for e's call as a follower, the n-th caller counted in
-// e.waiting, and makes a call of its own with fn when e's waiting list is
-// full, its wait times out or e's value turns out private.
-func (g *Group[V]) join(ctx context.Context, e *entry[V], n int32, fn func(*Call) (V, error)) (V, Outcome, error) {
-	if m := e.opts.MaxWaiters; m > 0 && n > int32(m)+1 {
+// e.waiting, and makes a call of its own with fn and its opts when e's
+// waiting list is full, its wait times out or e's value turns out private.
+func (g *Group[V]) join(ctx context.Context, e *entry[V], n int32, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
+	if m := int32(e.opts.MaxWaiters); m > 0 && n > m+e.leaders() {
 		e.leave()
-		return g.own(ctx, e, Own, fn)
+		return g.own(ctx, opts, Own, fn)
 	}
-	v, o, err := g.wait(ctx, e, Join)
-	if o != Private && o != Own {
-		return v, o, err
+	sv, err := g.wait(ctx, e, Join)
+	if sv.Outcome != Private && sv.Outcome != Own {
+		return sv, err
 	}
-	return g.own(ctx, e, o, fn)
+	return g.own(ctx, opts, sv.Outcome, fn)
 }
 
 // own makes a call of the caller's own with fn, for outcome o: nobody
-// shares it and its result is never kept.
-func (g *Group[V]) own(ctx context.Context, e *entry[V], o Outcome, fn func(*Call) (V, error)) (V, Outcome, error) {
-	if err := g.acquire(ctx); err != nil {
-		var zero V
-		return zero, o, err
+// shares it and its result is never kept. Its slot and the call are
+// bounded by opts.Timeout, as a shared call is.
+func (g *Group[V]) own(ctx context.Context, opts *CallOptions, o Outcome, fn func(*Call) (V, error)) (Served[V], error) {
+	c := Call{parent: ctx, timeout: opts.Timeout, own: true}
+	if err := g.slot(&c); err != nil {
+		c.finish()
+		return Served[V]{Outcome: o}, err
 	}
 	defer g.release()
-	c := Call{parent: ctx, timeout: e.opts.Timeout, own: true}
 	v, err := protect(&c, fn)
-	return v, o, err
+	return Served[V]{Value: v, Outcome: o}, err
 }
 
 // wait blocks until e's call completes, ctx ends or the wait times out
@@ -247,7 +283,7 @@ func (g *Group[V]) own(ctx context.Context, e *entry[V], o Outcome, fn func(*Cal
 // value with outcome o, a stale value, Private when e's value may not be
 // shared, or Own when the wait timed out (the caller decides what those
 // mean for it). The caller has counted itself in e.waiting.
-func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (V, Outcome, error) {
+func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (Served[V], error) {
 	g.waiters.Add(1)
 	defer g.waiters.Add(-1)
 	var timeout <-chan time.Time
@@ -256,23 +292,22 @@ func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (V, Outcome
 		defer t.Stop()
 		timeout = t.C
 	}
-	var zero V
 	select {
 	case <-e.done:
 		e.waiting.Add(-1)
 		switch e.answer {
 		case answerPrivate:
-			return zero, Private, nil
+			return Served[V]{Outcome: Private}, nil
 		case answerStale:
-			return e.val, StaleOnError, nil
+			return Served[V]{Value: e.val, Outcome: StaleOnError, Left: e.kept}, nil
 		}
-		return e.val, o, e.err
+		return Served[V]{Value: e.val, Outcome: o, Left: e.kept}, e.err
 	case <-timeout:
 		e.leave()
-		return zero, Own, nil
+		return Served[V]{Outcome: Own}, nil
 	case <-ctx.Done():
 		e.leave()
-		return zero, o, ctx.Err()
+		return Served[V]{Outcome: o}, ctx.Err()
 	}
 }
 

@@ -290,10 +290,10 @@ func TestGroup_ConcurrentMixedKeys(t *testing.T) {
 				if i%3 == 0 {
 					ctx, cancel = context.WithCancel(context.Background())
 				}
-				v, _, err := g.Do(ctx, k, opts[(w+i)%len(opts)], value(k, nil))
+				sv, err := g.Do(ctx, k, opts[(w+i)%len(opts)], value(k, nil))
 				cancel()
-				if err == nil && v != k {
-					t.Errorf("key %s: got %q", k, v)
+				if err == nil && sv.Value != k {
+					t.Errorf("key %s: got %q", k, sv.Value)
 					return
 				}
 			}

@@ -80,19 +80,30 @@ type result struct {
 	err     error
 }
 
+// doAsync calls g.Do on a goroutine of its own and sends its result.
 func doAsync(g *Group[string], ctx context.Context, key string, opts *CallOptions, fn func(*Call) (string, error)) <-chan result {
+	return async(func() (Served[string], error) { return g.Do(ctx, key, opts, fn) })
+}
+
+// doFreshAsync is doAsync with g.DoFresh.
+func doFreshAsync(g *Group[string], ctx context.Context, key string, opts *CallOptions, fn func(*Call) (string, error)) <-chan result {
+	return async(func() (Served[string], error) { return g.DoFresh(ctx, key, opts, fn) })
+}
+
+// async runs do on a goroutine of its own and sends its result.
+func async(do func() (Served[string], error)) <-chan result {
 	c := make(chan result, 1)
 	go func() {
-		v, o, err := g.Do(ctx, key, opts, fn)
-		c <- result{v, o, err}
+		sv, err := do()
+		c <- result{sv.Value, sv.Outcome, err}
 	}()
 	return c
 }
 
 // do calls g.Do and returns its result as one value.
 func do(g *Group[string], key string, opts *CallOptions, fn func(*Call) (string, error)) result {
-	v, o, err := g.Do(context.Background(), key, opts, fn)
-	return result{v, o, err}
+	sv, err := g.Do(context.Background(), key, opts, fn)
+	return result{sv.Value, sv.Outcome, err}
 }
 
 // waitWaiters waits until n callers wait on the Group.

@@ -15,6 +15,11 @@ const (
 	// DefaultMaxEntryBytes is the size above which a result is shared with
 	// the callers already waiting but not kept.
 	DefaultMaxEntryBytes = 1 << 20
+	// DefaultPassTTL is how long a key whose answer could not be shared
+	// holds its pass marker, as Varnish's hit-for-miss objects live two
+	// minutes: its callers meanwhile do not wait for one another, and the
+	// first shareable answer ends it.
+	DefaultPassTTL = 2 * time.Minute
 )
 
 // Limits bound the results a Group keeps. A zero field takes its default.
@@ -60,6 +65,22 @@ type Options[V any] struct {
 	// (an HTTP response's Cache-Control does this). Nil: no value declares
 	// any.
 	Declared func(V) (Windows, bool)
+	// PassTTL is how long a pass marker lasts (default DefaultPassTTL).
+	PassTTL time.Duration
+	// Now is the clock (default time.Now); a test moves its own.
+	Now func() time.Time
+}
+
+// Served is what a caller of Do gets.
+type Served[V any] struct {
+	// Value is the result: the call's, or one held.
+	Value V
+	// Outcome says how the caller was served.
+	Outcome Outcome
+	// Left is what is left, when Do returns, of the windows Value is served
+	// for by the Group: for a Hit, its TTL less its age; zero for a value
+	// the Group does not keep (an error, a private or own call's value).
+	Left Windows
 }
 
 // Windows say how long a result is served after its call completes: fresh
@@ -112,8 +133,8 @@ type CallOptions struct {
 	WaitTimeout time.Duration
 }
 
-// windows returns the windows of the results of calls with these options.
-func (o *CallOptions) windows() Windows {
+// Windows returns the windows of the results of calls with these options.
+func (o *CallOptions) Windows() Windows {
 	return Windows{TTL: o.TTL, StaleWhileRevalidate: o.StaleWhileRevalidate, StaleIfError: o.StaleIfError}
 }
 
@@ -140,10 +161,14 @@ const (
 	// key's waiting list was full (MaxWaiters), or its wait timed out
 	// (WaitTimeout).
 	Own
+	// Pass means this caller made a call of its own because the key's last
+	// answer could not be shared (hit-for-pass): waiting for another's
+	// call would most likely have been for nothing.
+	Pass
 )
 
 // String returns the outcome's metric label: "leader", "joined",
-// "cache_hit", "stale", "stale_on_error", "private" or "own".
+// "cache_hit", "stale", "stale_on_error", "private", "own" or "pass".
 func (o Outcome) String() string {
 	switch o {
 	case Lead:
@@ -160,12 +185,14 @@ func (o Outcome) String() string {
 		return "private"
 	case Own:
 		return "own"
+	case Pass:
+		return "pass"
 	}
 	return "unknown"
 }
 
 // Outcomes lists every Outcome, for metrics that export each one up front.
-var Outcomes = []Outcome{Lead, Join, Hit, Stale, StaleOnError, Private, Own}
+var Outcomes = []Outcome{Lead, Join, Hit, Stale, StaleOnError, Private, Own, Pass}
 
 // Stats is a snapshot of a Group's state, for gauges.
 type Stats struct {
@@ -177,7 +204,8 @@ type Stats struct {
 	// Waiters is the number of callers waiting for a shared call now,
 	// leaders included.
 	Waiters int
-	// Entries is the number of results held, fresh or stale.
+	// Entries is the number of results held, fresh or stale, and of pass
+	// markers.
 	Entries int
 	// Bytes is what those results count against Limits.MaxBytes.
 	Bytes int64

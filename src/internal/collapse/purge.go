@@ -48,8 +48,11 @@ func (g *Group[V]) PurgeMatching(match func(key string, v V) bool, flying func(k
 }
 
 // heldOf returns the result e's key holds: e, or the result e's call is to
-// replace; nil when there is none.
+// replace; nil when there is none (a pass marker holds no result).
 func heldOf[V any](e *entry[V]) *entry[V] {
+	if e.pass {
+		return nil
+	}
 	if e.state == stateHeld {
 		return e
 	}

@@ -6,10 +6,10 @@ import (
 	"fmt"
 )
 
-// slotFor takes a slot for e's call (acquireFor) and reports whether it
-// holds one; when none is free in time, it completes e with that error.
+// slotFor takes a slot for e's call (slot) and reports whether it holds
+// one; when none is free in time, it completes e with that error.
 func (g *Group[V]) slotFor(e *entry[V]) bool {
-	err := g.acquireFor(e)
+	err := g.slot(&e.call)
 	if err == nil {
 		return true
 	}
@@ -38,25 +38,18 @@ func (g *Group[V]) call(e *entry[V]) {
 	returned = true
 }
 
-// acquireFor takes a slot for e's call, waiting while its context lasts
-// (made only when the call has to wait).
-func (g *Group[V]) acquireFor(e *entry[V]) error {
+// slot takes a slot for c, waiting while c's context lasts (made only when
+// the call has to wait): within the call's timeout, and, for a caller's own
+// call, while the caller waits.
+func (g *Group[V]) slot(c *Call) error {
 	if g.trySlot() {
 		return nil
 	}
-	err := g.queue(e.call.Context())
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: no slot free within the call's timeout of %v", ErrOverloaded, e.opts.Timeout)
+	err := g.queue(c.Context())
+	if errors.Is(err, context.DeadlineExceeded) && c.parent.Err() == nil {
+		return fmt.Errorf("%w: no slot free within the call's timeout of %v", ErrOverloaded, c.timeout)
 	}
 	return err
-}
-
-// acquire takes a slot for a caller's own call, waiting while ctx lasts.
-func (g *Group[V]) acquire(ctx context.Context) error {
-	if g.trySlot() {
-		return nil
-	}
-	return g.queue(ctx)
 }
 
 // queue waits for a slot while ctx lasts, counted as queued meanwhile.
@@ -72,7 +65,7 @@ func (g *Group[V]) trySlot() bool {
 	return g.slots == nil || g.slots.TryAcquire(1)
 }
 
-// release gives back a slot taken by acquireFor, acquire or trySlot.
+// release gives back a slot taken by slot or trySlot.
 func (g *Group[V]) release() {
 	if g.slots != nil {
 		g.slots.Release(1)

@@ -2,6 +2,7 @@ package collapse
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,6 +83,49 @@ func TestGroup_OwnCallStillTakesASlot(t *testing.T) {
 	cancel()
 	if r := testkit.Recv(t, "the own call's result", doAsync(g, ctx, "k", opts, value("own", nil))); r.outcome != Own || r.err == nil {
 		t.Errorf("own call with no slot free and its context over: %+v, want outcome own and an error", r)
+	}
+	close(call.release)
+	for _, c := range []<-chan result{leader, follower} {
+		testkit.Recv(t, "a caller's result", c)
+	}
+}
+
+func TestGroup_MaxWaitersCountsNoLeaderForABackgroundRefresh(t *testing.T) {
+	g, clock := newTestGroup(t, Options[string]{})
+	opts := &CallOptions{TTL: time.Second, StaleWhileRevalidate: time.Hour, MaxWaiters: 1}
+	do(g, "k", opts, value("old", nil))
+	clock.Store(int64(2 * time.Second))
+	refresh := newGate("new", nil)
+	do(g, "k", opts, refresh.fn) // served stale; the refresh starts, nobody waits for it
+	testkit.Recv(t, "the refresh to start", refresh.started)
+	// Callers who want a fresh answer wait for the refresh: one may.
+	first := doFreshAsync(g, context.Background(), "k", opts, refresh.fn)
+	waitWaiters(t, g, 1)
+	if r := doFresh(g, "k", opts, value("own", nil)); r != (result{"own", Own, nil}) {
+		t.Errorf("second waiter of a refresh with MaxWaiters 1: %+v, want a call of its own", r)
+	}
+	close(refresh.release)
+	if r := testkit.Recv(t, "the first waiter's result", first); r != (result{"new", Join, nil}) {
+		t.Errorf("first waiter: %+v", r)
+	}
+}
+
+func TestGroup_OwnCallWaitsForASlotWithinTheCallTimeout(t *testing.T) {
+	// A caller sent to a call of its own waits for a slot no longer than
+	// a shared call would: the key's Timeout.
+	g, _ := newTestGroup(t, Options[string]{MaxCalls: 1})
+	call := newGate("shared", nil)
+	slow := &CallOptions{MaxWaiters: 1, Timeout: time.Hour}
+	opts := &CallOptions{MaxWaiters: 1, Timeout: time.Millisecond}
+	leader := doAsync(g, context.Background(), "k", slow, call.fn)
+	testkit.Recv(t, "the call to start", call.started)
+	follower := doAsync(g, context.Background(), "k", slow, call.fn)
+	waitWaiters(t, g, 2)
+	// The slot is held until released: the own call's wait ends with its
+	// timeout, while the caller's own context lasts.
+	r := testkit.Recv(t, "the own call's result", doAsync(g, context.Background(), "k", opts, value("own", nil)))
+	if r.outcome != Own || !errors.Is(r.err, ErrOverloaded) {
+		t.Errorf("own call with no slot free: %+v, want outcome own and ErrOverloaded", r)
 	}
 	close(call.release)
 	for _, c := range []<-chan result{leader, follower} {

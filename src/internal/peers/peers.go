@@ -61,10 +61,19 @@ const (
 	// forwarded call shared (it joined a flight or was served from the
 	// cache): forwarding it saved a backend call (the forwarding package).
 	SharedHeader = "collapser-peer-shared"
+	// RefreshHeader marks a forwarded call made to refresh a copy the
+	// forwarder holds, stale or purged: the owner answers it with a fresh
+	// answer, never from a stale copy of its own.
+	RefreshHeader = "collapser-peer-refresh"
+	// LifeHeader is the trailer an owner puts on every answer to a
+	// forwarded unary call: what is left of the windows it serves the
+	// answer for, so that a forwarder keeps its copy no longer (the
+	// answer's age travels with it, as RFC 9111's Age does for HTTP).
+	LifeHeader = "collapser-peer-life"
 )
 
-// Headers lists HashHeader, HopHeader, ServedHeader and SharedHeader.
-var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader}
+// Headers lists the headers above.
+var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader, RefreshHeader, LifeHeader}
 
 // Defaults and fixed settings of peer connections.
 const (

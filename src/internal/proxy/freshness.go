@@ -31,7 +31,8 @@ var FreshnessSources = []string{FreshnessPolicy, FreshnessBackend, FreshnessCapp
 // caching, served for the rule's TTL of such answers) as a value that is
 // shared and may be kept, with the windows its cache-control declares; any
 // other error as it is, never kept. Each caller's reply still carries the
-// answer's status.
+// answer's status. An answer another replica owns is kept no longer than
+// what is left of its life there.
 func (p *Proxy) answer(method string, rule policy.Rule, resp *Response, err error) (*Response, error) {
 	if err != nil {
 		if resp == nil || rule.Negative == nil || !rule.Negative.Keeps(status.Code(resp.Err)) {
@@ -45,7 +46,24 @@ func (p *Proxy) answer(method string, rule policy.Rule, resp *Response, err erro
 	if resp.tags.overflow {
 		resp.windows, resp.declared = collapse.Windows{}, true // shared, never kept
 	}
+	if resp.aged {
+		w := rule.Call.Windows()
+		if resp.declared {
+			w = resp.windows
+		}
+		resp.windows, resp.declared = within(w, resp.life), true
+	}
 	return resp, nil
+}
+
+// within returns w cut, window by window, to what is left of life: a copy
+// of an answer never lives longer than the answer it copies.
+func within(w, life collapse.Windows) collapse.Windows {
+	return collapse.Windows{
+		TTL:                  min(w.TTL, life.TTL),
+		StaleWhileRevalidate: min(w.StaleWhileRevalidate, life.StaleWhileRevalidate),
+		StaleIfError:         min(w.StaleIfError, life.StaleIfError),
+	}
 }
 
 // declare sets the windows resp, a shareable answer, declares in its

@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"context"
+	"strconv"
+	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/replay"
 )
@@ -95,11 +99,15 @@ var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer 
 // that did not reach an owner (no owner's trailer on its error: the peer is
 // gone, refused the connection, or the connection broke) is made to the
 // local backend instead, with the time the call has left.
-func (p *Proxy) invokeOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
+//
+// A refresh (the forwarder holds a stale or purged copy of the answer) asks
+// the owner for a fresh answer. The answer is kept for no longer than the
+// owner keeps it (its life trailer).
+func (p *Proxy) invokeOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD, refresh bool) (*Response, error) {
 	var header, trailer metadata.MD
 	var reply frame
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := pl.owner.Invoke(toOwner(ctx, md, pl.hash), method, &frame{payload: payload}, &reply, opts...)
+	err := pl.owner.Invoke(toOwner(ctx, md, pl.hash, refresh), method, &frame{payload: payload}, &reply, opts...)
 	if err != nil && !reachedOwner(ctx, trailer) {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
 		return p.invoke(ctx, method, sub, payload, md)
@@ -109,7 +117,57 @@ func (p *Proxy) invokeOwner(ctx context.Context, pl placement, method, sub strin
 		p.forwarding.Observe(method, len(trailer.Get(peers.SharedHeader)) > 0)
 	}
 	p.observer.ObservePeerCall(method, owner, status.Code(err), false)
-	return p.response(reply, header, trailer, err)
+	life, aged := parseLife(trailer.Get(peers.LifeHeader))
+	resp, err := p.response(reply, header, trailer, err)
+	resp.life, resp.aged = life, aged
+	return resp, err
+}
+
+// markForPeer sets the trailers of an answer to a call a peer forwarded,
+// served as sv: that it shared another's backend call, when it did (the
+// forwarding package counts it), and what is left of its life here.
+func (p *Proxy) markForPeer(ss grpc.ServerStream, sv collapse.Served[*Response], o *origin) {
+	if sv.Value == nil {
+		return
+	}
+	if shares(sv.Outcome) {
+		ss.SetTrailer(o.shared)
+	}
+	ss.SetTrailer(metadata.MD{peers.LifeHeader: []string{formatLife(sv.Left)}})
+}
+
+// formatLife writes windows as the value of peers.LifeHeader: their
+// nanoseconds, TTL, stale-while-revalidate and stale-if-error.
+func formatLife(w collapse.Windows) string {
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, int64(w.TTL), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(w.StaleWhileRevalidate), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(w.StaleIfError), 10)
+	return string(b)
+}
+
+// parseLife reads the value of peers.LifeHeader an owner sent, and reports
+// whether it sent one it could read. A value it cannot read counts as a
+// life of zero: the answer is shared, not kept.
+func parseLife(vs []string) (collapse.Windows, bool) {
+	if len(vs) == 0 {
+		return collapse.Windows{}, false
+	}
+	var d [3]time.Duration
+	parts := strings.Split(vs[0], ",")
+	if len(vs) != 1 || len(parts) != len(d) {
+		return collapse.Windows{}, true
+	}
+	for i, part := range parts {
+		n, err := strconv.ParseInt(part, 10, 64)
+		if err != nil || n < 0 {
+			return collapse.Windows{}, true
+		}
+		d[i] = time.Duration(n)
+	}
+	return collapse.Windows{TTL: d[0], StaleWhileRevalidate: d[1], StaleIfError: d[2]}, true
 }
 
 // invokeHere makes the shared call of a key placed by pl here, with the
@@ -136,7 +194,7 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string,
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
 	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
-	cs, err := p.sendRequest(toOwner(ctx, md, pl.hash), pl.owner, method, sub, payload, md)
+	cs, err := p.sendRequest(toOwner(ctx, md, pl.hash, false), pl.owner, method, sub, payload, md)
 	if err == nil {
 		// Header blocks until the owner answers; nil means the stream
 		// ended without a header, its status yet to be read.
@@ -158,12 +216,16 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string,
 
 // toOwner returns ctx with the metadata of a call forwarded to the owner of
 // the key with hash: md's forwardable headers, the hop marker that makes the
-// owner serve it with its own backend, and the key's hash, by which the
-// peer connection's ring_hash balancer picks the owner.
-func toOwner(ctx context.Context, md metadata.MD, hash string) context.Context {
+// owner serve it with its own backend, the key's hash, by which the peer
+// connection's ring_hash balancer picks the owner, and the refresh marker
+// when refresh.
+func toOwner(ctx context.Context, md metadata.MD, hash string, refresh bool) context.Context {
 	out := forwardable(md)
 	out[peers.HopHeader] = []string{"1"}
 	out[peers.HashHeader] = []string{hash}
+	if refresh {
+		out[peers.RefreshHeader] = []string{"1"}
+	}
 	return metadata.NewOutgoingContext(ctx, out)
 }
 
@@ -191,15 +253,20 @@ func (p *Proxy) owner(trailer metadata.MD) string {
 // handlePeer serves a call a peer forwarded because this sidecar owns its
 // key: through the same collapse group as the callers' own calls (so the
 // owner's callers and every peer's share one backend call), with the local
-// backend, never forwarding it again (Proxy.forwarded). Every answer carries
-// the owner's trailer.
+// backend, never forwarding it again (Proxy.forwarded; Proxy.refreshed for
+// a refresh, never answered from a stale copy). Every answer carries the
+// owner's trailer.
 func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return errNoMethod
 	}
-	if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get(peers.HopHeader)) == 0 {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	switch {
+	case len(md.Get(peers.HopHeader)) == 0:
 		return errNotForwarded
+	case len(md.Get(peers.RefreshHeader)) > 0:
+		return p.serve(ss, method, &p.refreshed)
 	}
 	return p.serve(ss, method, &p.forwarded)
 }

@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,4 +101,67 @@ func TestUnary_AutoPolicyPassesUnannotatedMethodsThrough(t *testing.T) {
 			t.Errorf("observed %+v, want passthrough", r)
 		}
 	}
+}
+
+func TestUnary_AfterAPrivateAnswerItsKeysCallersGoStraightToTheBackend(t *testing.T) {
+	// Hit-for-pass: once a key's answer was private, its callers do not
+	// queue behind a call whose answer they most likely cannot share.
+	const n = 5
+	b := startBackend(t, nil)
+	held := &heldAfterFirst{release: make(chan struct{})}
+	s := startProxy(t, b.addr, proxyConfig{ttl: time.Hour, wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+		held.ClientConnInterface = cc
+		return held
+	}})
+	ctx := testkit.Context(t)
+	if r := sayHello(ctx, s.client, prefixCookie+"s", ""); r.err != nil {
+		t.Fatal(r.err)
+	}
+	calls := make([]<-chan result, n)
+	for i := range calls {
+		calls[i] = goSayHello(ctx, s.client, prefixCookie+"s", "")
+	}
+	// Every caller's call is at the backend at once; only the first waits
+	// in the engine, for its own call.
+	testkit.WaitFor(t, "every call at the backend", func() bool { return held.waiting.Load() == n })
+	if w := s.proxy.Stats().Waiters; w != 1 {
+		t.Errorf("engine waiters = %d, want 1: nobody waits for another's call", w)
+	}
+	close(held.release)
+	for _, c := range calls {
+		if r := testkit.Recv(t, "a call to finish", c); r.err != nil {
+			t.Errorf("caller: %v", r.err)
+		}
+	}
+	outcomes := map[string]int{}
+	for _, r := range s.waitForRequests(t, n+1) {
+		outcomes[r.outcome]++
+	}
+	if outcomes["leader"] != 2 || outcomes["pass"] != n-1 {
+		t.Errorf("outcomes = %v, want 2 leaders (the first call and the pass call) and %d pass", outcomes, n-1)
+	}
+	if got := b.Calls.SayHello.Load(); got != n+1 {
+		t.Errorf("backend calls = %d, want %d", got, n+1)
+	}
+}
+
+// heldAfterFirst is a backend connection that holds every call but the
+// first until release is closed, counting those it holds.
+type heldAfterFirst struct {
+	grpc.ClientConnInterface
+	release chan struct{}
+	calls   atomic.Int64
+	waiting atomic.Int64
+}
+
+func (h *heldAfterFirst) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if h.calls.Add(1) > 1 {
+		h.waiting.Add(1)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
 }

@@ -157,6 +157,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Now is the clock of the answers' and records' windows (default
+	// time.Now); a test moves its own.
+	Now func() time.Time
 }
 
 // Proxy forwards calls to a backend, collapsing identical calls of the
@@ -189,8 +192,9 @@ type Proxy struct {
 	// key's owner; nil without peers.
 	forwarding *forwarding.Decider
 	// callers and forwarded are the origins of the calls of the sidecar's
-	// own port and of the peer port.
-	callers, forwarded origin
+	// own port and of the peer port; refreshed is forwarded's for the
+	// calls that refresh a copy.
+	callers, forwarded, refreshed origin
 }
 
 // New checks o and returns a Proxy.
@@ -258,16 +262,20 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{},
 		mark: p.served, shared: metadata.Pairs(peers.SharedHeader, "1")}
+	p.refreshed = p.forwarded
+	p.refreshed.fresh = true
 	p.group = collapse.New(collapse.Options[*Response]{
 		Limits:   o.Cache,
 		Size:     responseSize,
 		Private:  func(r *Response) bool { return r != nil && r.Private },
 		Declared: declaredWindows,
 		MaxCalls: cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
+		Now:      o.Now,
 	})
 	p.streams = replay.New(replay.Options{
 		Limits:  o.Streams,
 		Private: p.private.privateIn,
+		Now:     o.Now,
 	})
 	if p.observer == nil {
 		p.observer = nopObserver{}
@@ -384,6 +392,9 @@ type origin struct {
 	// shared another's backend call (it tells a forwarder that forwarding
 	// paid); nil for none.
 	shared metadata.MD
+	// fresh: a call wants a fresh answer, never one past its TTL or
+	// purged (collapse.Group.DoFresh): it refreshes a copy its peer holds.
+	fresh bool
 }
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.

@@ -33,6 +33,8 @@ type Response struct {
 
 	windows  collapse.Windows // what its cache-control declares, when declared
 	declared bool
+	life     collapse.Windows // what is left of its windows at the owner that sent it, when aged
+	aged     bool
 	tags     tagged   // what its tags header says, taken out of Header
 	producer producer // the span of the call that produced it, for links; none when not traced
 }

@@ -39,7 +39,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		return err
 	}
 	pl := o.owners.place(key)
-	resp, outcome, err := p.group.Do(ctx, pl.key, rule.Call, func(c *collapse.Call) (resp *Response, err error) {
+	call := func(c *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
 		callCtx, span := p.startCall(ctx, c.Context())
 		defer func() { endCall(span, resp, err) }()
@@ -48,17 +48,23 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 			// For this caller alone: made here, nothing to share or keep.
 			return p.invoke(callCtx, method, sub, payload, md)
 		case pl.owner != nil && p.forwarding.Forward(method, pl.hash):
-			resp, err = p.invokeOwner(callCtx, pl, method, sub, payload, md)
+			resp, err = p.invokeOwner(callCtx, pl, method, sub, payload, md, c.Refresh())
 		default:
 			resp, err = p.invokeHere(callCtx, pl, method, sub, payload, md)
 		}
 		return p.answer(method, rule, resp, err)
-	})
-	if o.shared != nil && shares(outcome) {
-		ss.SetTrailer(o.shared)
 	}
-	err = p.reply(ss, method, outcome, resp, err, o)
-	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
+	var sv collapse.Served[*Response]
+	if o.fresh {
+		sv, err = p.group.DoFresh(ctx, pl.key, rule.Call, call)
+	} else {
+		sv, err = p.group.Do(ctx, pl.key, rule.Call, call)
+	}
+	if o.mark != nil {
+		p.markForPeer(ss, sv, o)
+	}
+	err = p.reply(ss, method, sv.Outcome, sv.Value, err, o)
+	p.report(ctx, o.calls, method, sv.Outcome.String(), callerCode(ctx, err), answeredBy(sv.Outcome, sv.Value))
 	return err
 }
 

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -75,6 +76,8 @@ type Options struct {
 	// it goes only to the caller that started it and is not kept. Nil: no
 	// stream is private.
 	Private func(metadata.MD) bool
+	// Now is the clock (default time.Now); a test moves its own.
+	Now func() time.Time
 }
 
 // Upstream is the one backend stream a record reads.

@@ -29,12 +29,15 @@ type Streams struct {
 // New returns Streams configured by o, whose Limits must be valid
 // (Limits.Validate).
 func New(o Options) *Streams {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Streams{
 		maxBytes:     cmp.Or(o.MaxBytes, DefaultMaxBytes),
 		maxMessages:  cmp.Or(o.MaxMessages, DefaultMaxMessages),
 		maxHeldBytes: cmp.Or(o.MaxHeldBytes, DefaultMaxHeldBytes),
 		private:      o.Private,
-		now:          time.Now,
+		now:          o.Now,
 		m:            map[string]*record{},
 	}
 }
