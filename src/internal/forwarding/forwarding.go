@@ -13,11 +13,18 @@
 // still forwarded, to see whether sharing comes back. A method starts
 // forwarded.
 //
+// A method that is not forwarded still sees every one of its keys that is
+// repeated: a call of such a key that was shared on the replica it came to
+// (it joined a flight or was served a kept answer there: the key is asked
+// for again and again, and a Service spreads those calls over every
+// replica) makes the key hot (Shared), and the calls of a hot key are
+// forwarded again, whatever its method's counts say, for HotFor.
+//
 // What the first call of a burst costs: a burst of identical calls spread
 // over N replicas makes one backend call while its method is forwarded, and
 // up to N (one per replica) while it is not, unless its key is in the
-// sample; its calls then share at the owner, and the method is forwarded
-// again from the next window on.
+// sample or hot; from then on the key is hot, its calls share at the owner,
+// and its next burst makes one backend call.
 package forwarding
 
 import (
@@ -45,6 +52,12 @@ const (
 	// MaxMethods bounds the methods a Decider counts; the calls of others
 	// are forwarded.
 	MaxMethods = 1000
+	// HotFor is how long a key stays hot after a call of it was last shared
+	// on this replica: between one and two windows.
+	HotFor = Window
+	// MaxHotKeys bounds the hot keys a Decider remembers in one HotFor;
+	// more are not remembered until the next.
+	MaxHotKeys = 4096
 )
 
 // Decider keeps, per method, whether its calls are forwarded. Its methods
@@ -53,6 +66,17 @@ type Decider struct {
 	now     func() time.Time
 	mu      sync.RWMutex
 	methods map[string]*method
+
+	hot hotKeys
+}
+
+// hotKeys are the hashes of the keys of methods not forwarded whose calls
+// were shared lately, in two generations: those of the current HotFor and
+// those of the one before. A key is hot while it is in either.
+type hotKeys struct {
+	mu        sync.Mutex
+	since     time.Time           // the current generation's start
+	cur, prev map[string]struct{} // guarded by mu
 }
 
 // method is one method's counts in the current window and its decision.
@@ -77,10 +101,62 @@ func New(now func() time.Time) *Decider {
 // peers package's KeyHash, the same on every replica) is forwarded to its
 // owner.
 func (d *Decider) Forward(fullMethod, hash string) bool {
+	if !d.kept(fullMethod) || xxhash.Sum64String(hash)%SampleOneIn == 0 {
+		return true
+	}
+	return d.hot.has(d.now(), hash)
+}
+
+// Shared is told of a call of method whose key has hash, of a key another
+// replica owns, that was shared here: it joined a flight or was served a
+// kept answer. When the method is not forwarded, the key is hot from now
+// on: its calls are forwarded again for HotFor.
+func (d *Decider) Shared(fullMethod, hash string) {
+	if d.kept(fullMethod) {
+		d.hot.add(d.now(), hash)
+	}
+}
+
+// kept reports whether method's calls are made where they arrive.
+func (d *Decider) kept(fullMethod string) bool {
 	d.mu.RLock()
 	m := d.methods[fullMethod]
 	d.mu.RUnlock()
-	return m == nil || !m.keep.Load() || xxhash.Sum64String(hash)%SampleOneIn == 0
+	return m != nil && m.keep.Load()
+}
+
+// has reports whether hash is hot at now.
+func (h *hotKeys) has(now time.Time, hash string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.age(now)
+	_, inCur := h.cur[hash]
+	_, inPrev := h.prev[hash]
+	return inCur || inPrev
+}
+
+// add makes hash hot at now, unless the current generation is full.
+func (h *hotKeys) add(now time.Time, hash string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.age(now)
+	if len(h.cur) < MaxHotKeys {
+		h.cur[hash] = struct{}{}
+	}
+}
+
+// age starts a new generation when the current one is HotFor old, and
+// forgets everything when two are. The caller holds h.mu.
+func (h *hotKeys) age(now time.Time) {
+	switch since := now.Sub(h.since); {
+	case since < HotFor:
+		return
+	case since < 2*HotFor:
+		h.prev = h.cur
+	default:
+		h.prev = nil
+	}
+	h.cur, h.since = map[string]struct{}{}, now
 }
 
 // Observe counts one forwarded call of method that another replica

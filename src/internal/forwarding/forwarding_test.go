@@ -132,3 +132,55 @@ func TestDecider_ConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestDecider_AKeySharedHereIsForwardedThoughItsMethodIsNot(t *testing.T) {
+	unsampled, _ := hashes(t)
+	other := unsampled + "-other"
+	c := testkit.NewClock(time.Unix(0, 0))
+	d := New(c.Now)
+	d.Shared(sayHello, unsampled) // a forwarded method's keys need no memory
+	observe(d, c, 100, 0)
+	if d.Forward(sayHello, unsampled) {
+		t.Fatal("a method whose calls never share is forwarded")
+	}
+	// A call of the key was shared on this replica: the key is hot.
+	d.Shared(sayHello, unsampled)
+	if !d.Forward(sayHello, unsampled) {
+		t.Error("a key shared here is not forwarded")
+	}
+	if d.Forward(sayHello, other) {
+		t.Error("another key of the method is forwarded")
+	}
+	c.Advance(HotFor)
+	if !d.Forward(sayHello, unsampled) {
+		t.Error("the key is not forwarded one HotFor later, want it hot for at least HotFor")
+	}
+	c.Advance(HotFor)
+	if d.Forward(sayHello, unsampled) {
+		t.Error("the key is forwarded two HotFor later, want it forgotten")
+	}
+}
+
+func TestDecider_RemembersAtMostMaxHotKeys(t *testing.T) {
+	c := testkit.NewClock(time.Unix(0, 0))
+	d := New(c.Now)
+	observe(d, c, 100, 0)
+	var unsampled []string
+	for i := 0; len(unsampled) < MaxHotKeys+10; i++ {
+		if h := fmt.Sprint(i); xxhash.Sum64String(h)%SampleOneIn != 0 {
+			unsampled = append(unsampled, h)
+		}
+	}
+	for _, h := range unsampled {
+		d.Shared(sayHello, h)
+	}
+	forwarded := 0
+	for _, h := range unsampled {
+		if d.Forward(sayHello, h) {
+			forwarded++
+		}
+	}
+	if forwarded != MaxHotKeys {
+		t.Errorf("hot keys forwarded = %d, want MaxHotKeys %d", forwarded, MaxHotKeys)
+	}
+}

@@ -182,3 +182,53 @@ func TestForwarding_CallsThatNeverShareAreMadeWhereTheyArrive(t *testing.T) {
 		t.Errorf("backend calls = %d for %d distinct calls, want one each", n, calls)
 	}
 }
+
+func TestForwarding_AKeySharedWhereItArrivesIsForwardedAgain(t *testing.T) {
+	b := startBackend(t, nil)
+	lisA, lisB := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
+	ring := lisA.Addr().String() + "," + lisB.Addr().String()
+	c := testkit.NewClock(time.Unix(0, 0))
+	decider := forwarding.New(c.Now)
+	a := startProxy(t, b.addr, proxyConfig{peered: true, peerLis: lisA, ring: ring, knowsItself: true, ttl: time.Hour,
+		options: func(o *proxy.Options) { o.Forwarding = decider }})
+	startProxy(t, b.addr, proxyConfig{peered: true, peerLis: lisB, ring: ring, knowsItself: true, ttl: time.Hour})
+	call := func(name string) string {
+		t.Helper()
+		before := owners(a.observed)
+		if _, err := a.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		for owner, n := range owners(a.observed) {
+			if n > before[owner] {
+				return owner
+			}
+		}
+		return "" // served from A's cache
+	}
+	for i := 0; owners(a.observed)[proxy.OwnerPeer] < 2*forwarding.MinCalls; i++ {
+		call(fmt.Sprint("distinct-", i))
+	}
+	c.Advance(forwarding.Window)
+	for i := 0; decider.Forwarded()[methodSayHello]; i++ {
+		call(fmt.Sprint("closing-", i))
+	}
+	// A key of B's, outside the sample, is made here.
+	hot := ""
+	for i := 0; hot == ""; i++ {
+		if name := fmt.Sprint("hot-", i); call(name) == proxy.OwnerKept {
+			hot = name
+		}
+	}
+	// It is asked for again and served from A's cache: it is hot, and its
+	// next call goes to its owner, although its method is kept.
+	if owner := call(hot); owner != "" {
+		t.Fatalf("second call of %s made by %q, want a hit", hot, owner)
+	}
+	a.proxy.PurgeMethod(methodSayHello, proxy.Purge{Scope: proxy.Callers})
+	if owner := call(hot); owner != proxy.OwnerPeer {
+		t.Errorf("call of a hot key after its copy went: made by %q, want forwarded to its owner", owner)
+	}
+	if decider.Forwarded()[methodSayHello] {
+		t.Error("the method is forwarded, want it kept: only its hot key is")
+	}
+}

@@ -63,6 +63,9 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	if o.mark != nil {
 		p.markForPeer(ss, sv, o)
 	}
+	if pl.owner != nil && shares(sv.Outcome) {
+		p.forwarding.Shared(method, pl.hash) // a key asked for again and again
+	}
 	err = p.reply(ss, method, sv.Outcome, sv.Value, err, o)
 	p.report(ctx, o.calls, method, sv.Outcome.String(), callerCode(ctx, err), answeredBy(sv.Outcome, sv.Value))
 	return err
