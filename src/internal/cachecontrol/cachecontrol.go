@@ -1,28 +1,61 @@
-// Package cachecontrol reads the freshness a backend declares for its answer
-// in cache-control metadata, as a shared cache reads an HTTP response's
-// Cache-Control field (RFC 9111 §5.2.2, with stale-while-revalidate and
-// stale-if-error from RFC 5861).
+// Package cachecontrol reads what a backend's cache-control metadata says
+// of its answer, as a shared cache reads an HTTP response's Cache-Control
+// field (RFC 9111 §5.2.2, with stale-while-revalidate and stale-if-error
+// from RFC 5861).
 //
 // It is a pure function of the field's values: it never consults a clock or
-// a policy. What a collapser does with the result (bound it, ignore it) is
-// the caller's to decide.
+// a policy. Freshness reports each thing the answer declares apart (its
+// lifetime, its stale windows, whether it may be served stale, kept or
+// shared); combining that with the caller's own windows, and bounding it,
+// is the caller's to do.
 //
 // The directives read, all others ignored:
 //
-//   - max-age=N: fresh for N seconds; s-maxage=N wins over it, as it does for
-//     every shared cache, and also forbids serving stale (RFC 9111 §5.2.2.10).
-//   - stale-while-revalidate=N, stale-if-error=N: the stale windows after it.
-//   - no-store, no-cache: not kept (a collapser cannot revalidate a kept
-//     answer, so no-cache keeps nothing, as no-store); still shared with the
-//     callers already waiting for the call.
-//   - private: for its own caller alone, never shared nor kept.
-//   - must-revalidate, proxy-revalidate: never served stale.
+//   - max-age=N (RFC 9111 §5.2.2.1): the answer declares its lifetime: fresh
+//     for N seconds (Declared, TTL).
+//   - s-maxage=N (§5.2.2.10): the lifetime for a shared cache, which a
+//     collapser is: it wins over max-age, which is then not read. As the
+//     RFC says, it also forbids serving stale, as proxy-revalidate does.
+//   - must-revalidate (§5.2.2.2), proxy-revalidate (§5.2.2.8): never served
+//     stale (NoStale), whatever sets the lifetime, the answer or the
+//     caller. Neither declares a lifetime.
+//   - stale-while-revalidate=N, stale-if-error=N (RFC 5861 §3, §4): stale
+//     windows after the lifetime, the answer's or, when it declares none,
+//     the caller's. They do not "affect freshness": neither declares a
+//     lifetime. Ignored when the answer may not be served stale.
+//   - no-store (§5.2.2.5): the answer is not kept (NoStore); still shared
+//     with the callers already waiting for the call.
+//   - no-cache (§5.2.2.4): the answer may be reused only once the origin
+//     has validated it; a collapser cannot validate, so it keeps nothing,
+//     as for no-store. The qualified form, no-cache="field", which lets a
+//     cache keep the answer without the listed fields, is read as the
+//     unqualified one, as the RFC notes caches often do.
+//   - private (§5.2.2.7): for its own caller alone, never shared nor kept
+//     (Private). The qualified form, private="field", likewise.
 //
-// Names are case-insensitive; a value may be a token or a quoted string. A
-// directive given twice counts the first time (RFC 9111 §4.2.1). A number
-// that is not delta-seconds makes the answer stale at once (TTL 0, no stale
-// windows: "invalid freshness information" in §4.2.1), and one too large
-// for the cache is 2147483648 s (§1.2.2).
+// An answer that is no-store, no-cache or private says nothing else: the
+// most restrictive directive wins (§4.2.1), so its lifetime and stale
+// windows are not read. public (§5.2.2.9), no-transform (§5.2.2.6),
+// immutable (RFC 8246) and unknown directives are ignored (§5.2.3), and so
+// is must-understand (§5.2.2.3): a no-store beside it still holds, as it
+// does for a cache that does not claim to understand the status code.
+//
+// Syntax (§5.2; RFC 9110 §5.6): directive names are compared without
+// regard to ASCII case; a value is a token or a quoted-string, whose
+// quoted-pairs are unescaped and whose commas do not end the directive.
+// Whitespace around a directive, and around its "=", is ignored, and so are
+// empty list elements (",,"). The values are read in order, the header's
+// before the trailer's, as one list; a quoted-string left open ends with
+// its value.
+//
+// Numbers are delta-seconds (§1.2.2): digits only, and one too large for
+// the cache is 2147483648 s. An invalid max-age or s-maxage, the one that
+// sets the lifetime (a value missing or empty, signed, fractional, ...), is
+// invalid freshness information: the answer is stale at once (TTL 0), and
+// its stale windows still apply (§4.2.1). An invalid stale-while-revalidate
+// or stale-if-error is that directive ignored. A directive given more than
+// once counts the first time, valid or not (§4.2.1 allows that, or treating
+// the answer as stale).
 package cachecontrol
 
 import (
@@ -38,35 +71,48 @@ const Header = "cache-control"
 // (RFC 9111 §1.2.2).
 const maxDelta = 2147483648
 
-// Freshness is what a response's cache-control says of it.
+// Freshness is what a response's cache-control says of it. The zero value
+// says nothing: the caller's own windows apply.
 type Freshness struct {
-	// Declared is true when a directive read here was present; otherwise
-	// the other fields are zero and the caller's own windows apply.
+	// Declared is true when the answer declares how long it is fresh: a
+	// lifetime (max-age, s-maxage), or none at all (no-store, no-cache,
+	// private). TTL, StaleWhileRevalidate and StaleIfError then replace
+	// the caller's windows. When false, TTL is zero and the caller's own
+	// lifetime stays.
 	Declared bool
-	// TTL is how long the answer is fresh: max-age, or s-maxage.
+	// TTL is how long the answer is fresh: s-maxage, else max-age; zero
+	// when that value is invalid.
 	TTL time.Duration
-	// StaleWhileRevalidate and StaleIfError are the stale windows after TTL;
-	// both are zero when the answer must be revalidated.
+	// StaleWhileRevalidate and StaleIfError are the stale windows the
+	// answer declares, each zero unless its Has field is set.
 	StaleWhileRevalidate time.Duration
 	StaleIfError         time.Duration
+	// HasStaleWhileRevalidate and HasStaleIfError are true when the answer
+	// declares that window, zero included, with or without a lifetime; an
+	// invalid value declares nothing, and neither is set when NoStale is.
+	HasStaleWhileRevalidate bool
+	HasStaleIfError         bool
+	// NoStale is true when the answer must never be served stale
+	// (must-revalidate, proxy-revalidate, s-maxage), whatever sets its
+	// lifetime: the caller's own stale windows do not apply either.
+	NoStale bool
 	// NoStore is true when the answer must not be kept (no-store, no-cache).
 	NoStore bool
 	// Private is true when the answer is for its own caller alone.
 	Private bool
 }
 
-// directives are the fields read, as found, before they are combined.
+// directives are the directives read, as found, before they are combined.
 type directives struct {
 	maxAge, sMaxAge, swr, sie    delta
 	noStore, private, revalidate bool
-	invalid                      bool // a freshness number that is not delta-seconds
-	declared                     bool
 }
 
-// delta is a delta-seconds value and whether it was given.
+// delta is the first occurrence of a delta-seconds directive.
 type delta struct {
 	seconds int64
-	set     bool
+	given   bool // the directive was present
+	valid   bool // and its first value is delta-seconds
 }
 
 // Parse reads the values of cache-control fields, in order (the header's
@@ -78,21 +124,18 @@ func Parse(fields ...[]string) Freshness {
 			d.read(v)
 		}
 	}
-	if !d.declared {
-		return Freshness{}
+	if d.noStore || d.private {
+		return Freshness{Declared: true, NoStore: d.noStore, Private: d.private}
 	}
-	f := Freshness{Declared: true, NoStore: d.noStore, Private: d.private}
-	ttl := d.maxAge
-	if d.sMaxAge.set {
-		ttl, d.revalidate = d.sMaxAge, true
+	f := Freshness{NoStale: d.revalidate || d.sMaxAge.given}
+	lifetime := d.maxAge
+	if d.sMaxAge.given {
+		lifetime = d.sMaxAge
 	}
-	if d.invalid || f.NoStore || f.Private {
-		return f
-	}
-	f.TTL = ttl.duration()
-	if !d.revalidate {
-		f.StaleWhileRevalidate = d.swr.duration()
-		f.StaleIfError = d.sie.duration()
+	f.Declared, f.TTL = lifetime.given, lifetime.duration()
+	if !f.NoStale {
+		f.HasStaleWhileRevalidate, f.StaleWhileRevalidate = d.swr.valid, d.swr.duration()
+		f.HasStaleIfError, f.StaleIfError = d.sie.valid, d.sie.duration()
 	}
 	return f
 }
@@ -104,38 +147,60 @@ func (d *directives) read(v string) {
 		item, v = nextItem(v)
 		name, value, hasValue := strings.Cut(item, "=")
 		name = strings.TrimSpace(name)
-		value = unquote(strings.TrimSpace(value))
 		switch {
-		case strings.EqualFold(name, "max-age"):
-			d.number(&d.maxAge, value, hasValue)
-		case strings.EqualFold(name, "s-maxage"):
-			d.number(&d.sMaxAge, value, hasValue)
-		case strings.EqualFold(name, "stale-while-revalidate"):
-			d.number(&d.swr, value, hasValue)
-		case strings.EqualFold(name, "stale-if-error"):
-			d.number(&d.sie, value, hasValue)
-		case strings.EqualFold(name, "no-store"), strings.EqualFold(name, "no-cache"):
-			d.noStore, d.declared = true, true
-		case strings.EqualFold(name, "private"):
-			d.private, d.declared = true, true
-		case strings.EqualFold(name, "must-revalidate"), strings.EqualFold(name, "proxy-revalidate"):
-			d.revalidate, d.declared = true, true
+		case is(name, "max-age"):
+			d.maxAge.read(value, hasValue)
+		case is(name, "s-maxage"):
+			d.sMaxAge.read(value, hasValue)
+		case is(name, "stale-while-revalidate"):
+			d.swr.read(value, hasValue)
+		case is(name, "stale-if-error"):
+			d.sie.read(value, hasValue)
+		case is(name, "no-store"), is(name, "no-cache"):
+			d.noStore = true
+		case is(name, "private"):
+			d.private = true
+		case is(name, "must-revalidate"), is(name, "proxy-revalidate"):
+			d.revalidate = true
 		}
 	}
 }
 
-// number records a delta-seconds directive the first time it is given.
-func (d *directives) number(to *delta, value string, hasValue bool) {
-	d.declared = true
-	if to.set {
+// is reports whether name is want, a lower-case directive name, in any
+// ASCII case (RFC 9111 §5.2): unlike strings.EqualFold, "ſ" is not "s".
+func is(name, want string) bool {
+	if len(name) != len(want) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// read records the directive's value the first time it is given.
+func (d *delta) read(value string, hasValue bool) {
+	if d.given {
 		return
 	}
-	n, ok := parseDelta(value)
-	if !hasValue || !ok {
-		d.invalid = true
-		return
+	d.given = true
+	if hasValue {
+		d.seconds, d.valid = parseDelta(unquote(strings.TrimSpace(value)))
 	}
-	*to = delta{seconds: n, set: true}
+}
+
+// duration is the value as a duration; zero when it is invalid or absent.
+func (d delta) duration() time.Duration {
+	if !d.valid {
+		return 0
+	}
+	return time.Duration(d.seconds) * time.Second
 }
 
 // parseDelta reads delta-seconds: one or more digits, saturating at maxDelta.
@@ -152,10 +217,6 @@ func parseDelta(s string) (int64, bool) {
 		n = min(n*10+int64(c-'0'), maxDelta)
 	}
 	return n, true
-}
-
-func (d delta) duration() time.Duration {
-	return time.Duration(d.seconds) * time.Second
 }
 
 // nextItem splits the first comma-separated item off v, keeping a comma
@@ -175,11 +236,33 @@ func nextItem(v string) (item, rest string) {
 	return v, ""
 }
 
-// unquote returns a quoted-string's content (escapes kept: no number has
-// one), or s as it is.
+// unquote returns the content of s when s is exactly one quoted-string,
+// each quoted-pair replaced by the octet it escapes (RFC 9110 §5.6.4);
+// otherwise s as it is, which no number is.
 func unquote(s string) string {
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		return s[1 : len(s)-1]
+	if len(s) < 2 || s[0] != '"' {
+		return s
 	}
-	return s
+	var b []byte // made at the first quoted-pair only
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			if b == nil {
+				b = append(make([]byte, 0, len(s)), s[1:i]...)
+			}
+			i++
+			b = append(b, s[i])
+		case c == '"':
+			if i != len(s)-1 {
+				return s // text after the closing quote
+			}
+			if b == nil {
+				return s[1:i]
+			}
+			return string(b)
+		case b != nil:
+			b = append(b, c)
+		}
+	}
+	return s // never closed
 }
