@@ -9,6 +9,8 @@
 // shared); combining that with the caller's own windows, and bounding it,
 // is the caller's to do.
 //
+// # Directives
+//
 // The directives read, all others ignored:
 //
 //   - max-age=N (RFC 9111 §5.2.2.1): the answer declares its lifetime: fresh
@@ -16,22 +18,21 @@
 //   - s-maxage=N (§5.2.2.10): the lifetime for a shared cache, which a
 //     collapser is: it wins over max-age, which is then not read. As the
 //     RFC says, it also forbids serving stale, as proxy-revalidate does.
-//   - must-revalidate (§5.2.2.2), proxy-revalidate (§5.2.2.8): never served
-//     stale (NoStale), whatever sets the lifetime, the answer or the
+//   - must-revalidate (§5.2.2.2), proxy-revalidate (§5.2.2.8): never to be
+//     served stale (NoStale), whatever sets the lifetime, the answer or the
 //     caller. Neither declares a lifetime.
 //   - stale-while-revalidate=N, stale-if-error=N (RFC 5861 §3, §4): stale
 //     windows after the lifetime, the answer's or, when it declares none,
 //     the caller's. They do not "affect freshness": neither declares a
 //     lifetime. Ignored when the answer may not be served stale.
-//   - no-store (§5.2.2.5): the answer is not kept (NoStore); still shared
-//     with the callers already waiting for the call.
+//   - no-store (§5.2.2.5): the answer is not kept (NoStore).
 //   - no-cache (§5.2.2.4): the answer may be reused only once the origin
-//     has validated it; a collapser cannot validate, so it keeps nothing,
-//     as for no-store. The qualified form, no-cache="field", which lets a
-//     cache keep the answer without the listed fields, is read as the
+//     has validated it; a collapser cannot validate, so it is read as
+//     no-store (NoStore). The qualified form, no-cache="field", which lets
+//     a cache keep the answer without the listed fields, is read as the
 //     unqualified one, as the RFC notes caches often do.
-//   - private (§5.2.2.7): for its own caller alone, never shared nor kept
-//     (Private). The qualified form, private="field", likewise.
+//   - private (§5.2.2.7): for its own caller alone (Private). The qualified
+//     form, private="field", likewise.
 //
 // An answer that is no-store, no-cache or private says nothing else: the
 // most restrictive directive wins (§4.2.1), so its lifetime and stale
@@ -40,7 +41,23 @@
 // is must-understand (§5.2.2.3): a no-store beside it still holds, as it
 // does for a cache that does not claim to understand the status code.
 //
-// Syntax (§5.2; RFC 9110 §5.6): directive names are compared without
+// # Answers not kept
+//
+// An answer that is no-store, no-cache or private goes to the caller whose
+// call produced it and to no one else, and is never kept: each caller that
+// was waiting for the same call makes a call of its own (ten callers, ten
+// backend calls). A collapser's waiters are other requests, and RFC 9111
+// lets none of them reuse such an answer: no-cache, not without the
+// origin's validation (§5.2.2.4), which a collapser cannot ask for;
+// no-store, not stored at all (§5.2.2.5); private, not by a shared cache
+// (§5.2.2.7). HTTP caches that collapse requests do the same: Varnish and
+// Fastly send the requests waiting for an uncacheable response to the
+// origin, each on its own. Package proxy reads NoStore and Private as the
+// answer's Response.Private, which tells its collapse.Group so.
+//
+// # Syntax
+//
+// RFC 9111 §5.2 and RFC 9110 §5.6: directive names are compared without
 // regard to ASCII case; a value is a token or a quoted-string, whose
 // quoted-pairs are unescaped and whose commas do not end the directive.
 // Whitespace around a directive, and around its "=", is ignored, and so are
