@@ -28,7 +28,9 @@ type Kinds interface {
 // Decider answers the proxy's question per call: the rule of a method,
 // from the policy in force and what is known of the method. It logs once
 // per method why a unary method, or one of unknown kind, passes through,
-// with the setting that would collapse it.
+// with the setting that would collapse it; and a write (its entry names
+// what its success invalidates) that its descriptor calls idempotent, or
+// that stream: replay would replay, but that passes through all the same.
 type Decider struct {
 	store     *Store
 	kinds     Kinds
@@ -47,8 +49,12 @@ func NewDecider(store *Store, kinds Kinds, logger *slog.Logger) *Decider {
 // Rule returns the rule for calls of method. It never blocks.
 func (d *Decider) Rule(method string) Rule {
 	p := d.store.Policy()
-	r := p.Rule(method, d.kinds.Method(method))
-	if r.Reason == ReasonUnannotated || r.Reason == ReasonUnknownKind {
+	m := d.kinds.Method(method)
+	r, overruled := p.rule(method, m)
+	switch {
+	case overruled:
+		d.explainWrite(method, m, r)
+	case r.Reason == ReasonUnannotated || r.Reason == ReasonUnknownKind:
 		d.explain(p, method, r)
 	}
 	return r
@@ -67,16 +73,38 @@ func (d *Decider) Rules() map[string]Rule {
 	return rules
 }
 
-// explain logs, once per method and reason, why method passes through.
-func (d *Decider) explain(p *Policy, method string, r Rule) {
-	name := logonce.Short(method)
-	// Keyed by the shortened name: long names a caller invents cost their
-	// first bytes, and those that share them are explained once.
-	first, full := d.explained.First(r.Reason + " " + name)
+// first reports whether what key explains is logged now: the first time,
+// within the bound of what d remembers. Keys hold the shortened method
+// name: long names a caller invents cost their first bytes, and those
+// that share them are explained once.
+func (d *Decider) first(key string) bool {
+	first, full := d.explained.First(key)
 	if full {
 		d.logger.Warn("too many distinct methods pass through: no more are logged", "limit", maxExplained)
 	}
-	if !first {
+	return first
+}
+
+// explainWrite logs, once per method, that method passes through as a
+// write although what is known of m would have it shared.
+func (d *Decider) explainWrite(method string, m methodkind.Method, r Rule) {
+	name := logonce.Short(method)
+	if !d.first("write " + name) {
+		return
+	}
+	if m.Kind == methodkind.ServerStreaming {
+		d.logger.Warn("server-streaming method passes through: its rule says stream: replay, but its policy names what its success invalidates, so it is treated as a write and never replayed",
+			"method", name, "rule", r.Source)
+		return
+	}
+	d.logger.Warn("unary method passes through: its descriptor calls it idempotent, but its policy names what its success invalidates, so it is treated as a write, never collapsed nor cached",
+		"method", name, "idempotency_level", m.Idempotency.String(), "rule", r.Source)
+}
+
+// explain logs, once per method and reason, why method passes through.
+func (d *Decider) explain(p *Policy, method string, r Rule) {
+	name := logonce.Short(method)
+	if !d.first(r.Reason + " " + name) {
 		return
 	}
 	if r.Reason == ReasonUnknownKind {

@@ -14,6 +14,15 @@
 // idempotency_level = NO_SIDE_EFFECTS; IDEMPOTENT methods are collapsed
 // while in flight but never cached; every other method passes through, so
 // a write is never answered with another caller's result.
+//
+// A method whose entry names what its success invalidates is a write: it
+// always passes through, never collapsed, replayed nor cached. A policy
+// whose rule would collapse it (collapse: true from the default, its
+// service's entry or COLLAPSER_COLLAPSE_METHODS) is refused, naming where
+// that collapse: true comes from; where only what reflection tells at run
+// time would have it shared (idempotency_level NO_SIDE_EFFECTS or
+// IDEMPOTENT under collapse: auto, a server stream under stream: replay),
+// the entry wins, and Decider logs the method once.
 package policy
 
 import (
@@ -108,7 +117,8 @@ func (a Action) String() string {
 
 // Reasons a method passes through, as metric labels.
 const (
-	// ReasonPolicy: its rule says collapse: false.
+	// ReasonPolicy: its rule says collapse: false, or its entry names what
+	// its success invalidates (a write).
 	ReasonPolicy = "policy"
 	// ReasonUnannotated: collapse: auto and no idempotency_level says it is safe.
 	ReasonUnannotated = "unannotated"
@@ -136,8 +146,8 @@ type Rule struct {
 	// how long; nil when none are (the rule names no cacheCodes, or keeps no
 	// result). Shared by all calls: read only.
 	Negative *Negative
-	// Invalidates says what a passed-through call's success takes back
-	// (purge on write); nil when nothing, or when the call is collapsed.
+	// Invalidates says what a call's success takes back (purge on write);
+	// nil when nothing. A method that invalidates always passes through.
 	// Shared by all calls: read only.
 	Invalidates *Invalidation
 	// Kind is what is known of the method's call kind.
@@ -214,6 +224,7 @@ type settings struct {
 	stream             StreamMode
 	invalidates        *Invalidation
 	source             string
+	collapseFrom       string // where collapse was set, for errors: "default: collapse: true (line 3)"
 }
 
 // codeSet is a set of gRPC codes (0 to 16) as a bit mask.
@@ -258,6 +269,7 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 	if r.Collapse.set {
 		if m, err := parseCollapse(r.Collapse.value); valid(r.Collapse, "collapse", err) {
 			s.collapse = m
+			s.collapseFrom = fmt.Sprintf("%s: collapse: %s (line %d)", where, r.Collapse.value, r.Collapse.line)
 		}
 	}
 	for _, d := range []struct {
@@ -374,6 +386,8 @@ func New(d Defaults, file string, data []byte) (*Policy, error) {
 		collapse: d.Collapse, ttl: d.CacheTTL, swr: d.StaleWhileRevalidate, sie: d.StaleIfError,
 		tmo: d.Timeout, maxTTL: cmp.Or(d.MaxTTL, DefaultMaxTTL), ignoreCC: d.IgnoreCacheControl,
 		codes: setOf(DefaultStaleIfErrorCodes), source: "default",
+		// Read only when collapse is Always, which the variable spells all.
+		collapseFrom: "COLLAPSER_DEFAULT_COLLAPSE=all",
 	}
 	f := &fileSpec{}
 	if data != nil {
@@ -411,17 +425,27 @@ func New(d Defaults, file string, data []byte) (*Policy, error) {
 	listed := map[string]settings{}
 	for _, m := range d.CollapseMethods {
 		s := below(m)
-		s.collapse, s.source = Always, d.CollapseMethodsSource
+		s.collapse, s.source, s.collapseFrom = Always, d.CollapseMethodsSource, d.CollapseMethodsSource+", which lists it"
 		listed[m] = s
 		p.exact[m] = compile(s)
 	}
+	var errs []error
 	for i, m := range exact {
 		name, _ := normalizeName(m.Name)
 		s, ok := listed[name]
 		if !ok {
 			s = below(name)
 		}
-		p.exact[name] = compile(s.with(&m.ruleSpec, exactWhere[i]))
+		s = s.with(&m.ruleSpec, exactWhere[i])
+		// Its own collapse: true parseFile has refused already.
+		if s.invalidates != nil && s.collapse == Always {
+			errs = append(errs, fmt.Errorf("%s: invalidates: the method would be collapsed by %s; a write passes through: set collapse: false on its entry",
+				at(m.Name, exactWhere[i]), s.collapseFrom))
+		}
+		p.exact[name] = compile(s)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", file, err)
 	}
 	return p, nil
 }
@@ -458,16 +482,27 @@ func (p *Policy) lookup(method string) *level {
 // Rule decides what the proxy does with calls of method, given what is
 // known of it. It does not allocate.
 func (p *Policy) Rule(method string, m methodkind.Method) Rule {
-	l := p.lookup(method)
-	r := l.rule(m)
-	if r.Action == Passthrough {
-		r.Invalidates = l.invalidates
-	}
+	r, _ := p.rule(method, m)
 	return r
 }
 
-// rule is what l does with calls of a method m, but for what its success
-// invalidates.
+// rule is Rule, and whether the method passes through as a write where
+// what is known of it would have it collapsed or replayed.
+func (p *Policy) rule(method string, m methodkind.Method) (r Rule, overruled bool) {
+	l := p.lookup(method)
+	r = l.rule(m)
+	if l.invalidates == nil {
+		return r, false
+	}
+	overruled = r.Action != Passthrough
+	if overruled || r.Reason == ReasonUnannotated {
+		r = Rule{Reason: ReasonPolicy, Kind: m.Kind, Source: l.source}
+	}
+	r.Invalidates = l.invalidates
+	return r, overruled
+}
+
+// rule is what l does with calls of a method m, were it not a write.
 func (l *level) rule(m methodkind.Method) Rule {
 	r := Rule{Kind: m.Kind, Source: l.source}
 	switch m.Kind {

@@ -278,7 +278,7 @@ methods:
 	}
 }
 
-func TestPolicy_InvalidatesOnlyWhatPassesThrough(t *testing.T) {
+func TestPolicy_AWriteThatInvalidatesAlwaysPassesThrough(t *testing.T) {
 	file := `
 methods:
   - name: /a.Users/Update
@@ -300,16 +300,81 @@ methods:
 		{"/a.Users/Update", methodkind.Method{Kind: methodkind.Unknown}, both},
 		{"/a.Users/Update", methodkind.Method{Kind: methodkind.ClientStreaming}, both},
 		{"/a.Users/Touch", methodkind.Method{Kind: methodkind.Unary}, &Invalidation{ResponseTags: true}},
-		// Collapsed (its descriptor says it has no side effects): no call
-		// of it writes, so none invalidates.
-		{"/a.Users/Touch", noSideEffects, nil},
+		// Its descriptor says it has no side effects, its entry that it
+		// writes: the entry wins.
+		{"/a.Users/Touch", noSideEffects, &Invalidation{ResponseTags: true}},
 		{"/a.Users/Get", methodkind.Method{Kind: methodkind.Unary}, nil},
 	}
 	for _, tt := range tests {
-		got := p.Rule(tt.method, tt.m).Invalidates
+		r := p.Rule(tt.method, tt.m)
+		got := r.Invalidates
 		if (got == nil) != (tt.want == nil) || (got != nil && (!slices.Equal(got.Methods, tt.want.Methods) || got.ResponseTags != tt.want.ResponseTags)) {
 			t.Errorf("Rule(%s, %v).Invalidates = %+v, want %+v", tt.method, tt.m, got, tt.want)
 		}
+		if got != nil && r.Action != Passthrough {
+			t.Errorf("Rule(%s, %v).Action = %v, want passthrough", tt.method, tt.m, r.Action)
+		}
+	}
+}
+
+// TestPolicy_NoRouteCollapsesAWrite: whatever would collapse or replay a
+// method whose entry names what its success invalidates, the method passes
+// through; where the file or the operator's settings say so, the policy is
+// refused, naming where.
+func TestPolicy_NoRouteCollapsesAWrite(t *testing.T) {
+	const entry = "methods:\n  - name: /a.Users/Set\n    invalidates:\n      responseTags: true\n"
+	collapsing := defaults
+	collapsing.Collapse = Always
+	listing := defaults
+	listing.CollapseMethods = []string{"/a.Users/Get", "/a.Users/Set"}
+	tests := []struct {
+		name    string
+		d       Defaults
+		file    string
+		m       methodkind.Method
+		wantErr string // "": the policy loads, and the method passes through
+		source  string
+	}{
+		{"the file's default", defaults, "default:\n  collapse: true\n" + entry, unannotated,
+			"policy file policy.yaml: line 4: methods[0] (/a.Users/Set): invalidates: the method would be collapsed by default: collapse: true (line 2); a write passes through: set collapse: false on its entry", ""},
+		{"the operator's default", collapsing, entry, unannotated,
+			"policy file policy.yaml: line 2: methods[0] (/a.Users/Set): invalidates: the method would be collapsed by COLLAPSER_DEFAULT_COLLAPSE=all; a write passes through: set collapse: false on its entry", ""},
+		{"a service entry", defaults, "methods:\n  - name: a.Users/*\n    collapse: true\n  - name: /a.Users/Set\n    invalidates:\n      responseTags: true\n", unannotated,
+			"policy file policy.yaml: line 4: methods[1] (/a.Users/Set): invalidates: the method would be collapsed by methods[0] (a.Users/*): collapse: true (line 3); a write passes through: set collapse: false on its entry", ""},
+		{"COLLAPSER_COLLAPSE_METHODS", listing, entry, unannotated,
+			"policy file policy.yaml: line 2: methods[0] (/a.Users/Set): invalidates: the method would be collapsed by COLLAPSER_COLLAPSE_METHODS, which lists it; a write passes through: set collapse: false on its entry", ""},
+		{"collapse: true on its own entry", defaults, entry + "    collapse: true\n", unannotated,
+			"policy file policy.yaml: line 5: methods[0] (/a.Users/Set): invalidates: a method whose success invalidates answers is a write, which passes through: drop collapse: true", ""},
+		{"IDEMPOTENT under auto", defaults, entry, idempotent, "", "methods[0] (/a.Users/Set)"},
+		{"NO_SIDE_EFFECTS under auto", defaults, entry, noSideEffects, "", "methods[0] (/a.Users/Set)"},
+		{"unannotated under auto", defaults, entry, unannotated, "", "methods[0] (/a.Users/Set)"},
+		{"a server stream under stream: replay", defaults, "default:\n  stream: replay\n" + entry, serverStream, "", "methods[0] (/a.Users/Set)"},
+		{"collapse: false on its entry wins over the default's true", collapsing, entry + "    collapse: false\n", noSideEffects, "", "methods[0] (/a.Users/Set)"},
+		{"collapse: auto on its entry wins over the service's true", defaults, "methods:\n  - name: a.Users/*\n    collapse: true\n" + strings.TrimPrefix(entry, "methods:\n") + "    collapse: auto\n", idempotent, "", "methods[1] (/a.Users/Set)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.d, "policy.yaml", []byte(tt.file))
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Errorf("err = %v\nwant %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			r := p.Rule("/a.Users/Set", tt.m)
+			want := Rule{Action: Passthrough, Reason: ReasonPolicy, Kind: tt.m.Kind, Source: tt.source}
+			inv := r.Invalidates
+			r.Invalidates = nil
+			if r != want {
+				t.Errorf("Rule = %+v, want %+v", r, want)
+			}
+			if inv == nil || !inv.ResponseTags {
+				t.Errorf("Rule.Invalidates = %+v, want responseTags kept", inv)
+			}
+		})
 	}
 }
 

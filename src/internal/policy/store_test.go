@@ -110,6 +110,29 @@ func TestStore_ReloadsAValidFileAndKeepsThePolicyOnABadOne(t *testing.T) {
 	testkit.WaitFor(t, "recovery", func() bool { return ttlOf(s) == 3*time.Second })
 }
 
+func TestStore_ReloadKeepsThePolicyWhenAWriteWouldBeCollapsed(t *testing.T) {
+	const write = "  - name: /a.B/Set\n    invalidates:\n      responseTags: true\n"
+	cm, path := newConfigMap(t, "default:\n  cacheTTL: 1s\nmethods:\n"+write)
+	logs := &logrecorder.Recorder{}
+	var seen reloads
+	s, err := NewStore(defaults, path, slog.New(logs), &seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStore(t, s)
+	cm.write("default:\n  cacheTTL: 2s\n  collapse: true\nmethods:\n" + write)
+	testkit.WaitFor(t, "the failed reload", func() bool { return seen.failed.Load() >= 1 })
+	if got := ttlOf(s); got != time.Second {
+		t.Errorf("TTL after a refused file = %v, want 1s kept", got)
+	}
+	if n := logs.Count(slog.LevelError, "policy file not applied", "", ""); n != 1 {
+		t.Errorf("refused file logged %d times, want once", n)
+	}
+	if r := s.Policy().Rule("/a.B/Set", unannotated); r.Action != Passthrough || r.Invalidates == nil {
+		t.Errorf("the write's rule after a refused file = %+v, want it passed through, invalidating", r)
+	}
+}
+
 func TestNewStore_BadFileIsAStartupError(t *testing.T) {
 	_, path := newConfigMap(t, "default:\n  collapse: sometimes\n")
 	_, err := NewStore(defaults, path, slog.New(slog.DiscardHandler), nil)
@@ -158,6 +181,50 @@ func TestDecider_ExplainsEachPassedThroughMethodOnce(t *testing.T) {
 	}
 	if n := logs.Count(slog.LevelWarn, "", "method", "/a.B/Get"); n != 0 {
 		t.Errorf("collapsed method logged %d times", n)
+	}
+}
+
+func TestDecider_ExplainsOnceAWriteItsDescriptorCallsIdempotent(t *testing.T) {
+	_, path := newConfigMap(t, "default:\n  stream: replay\nmethods:\n"+
+		"  - {name: /a.B/Set, invalidates: {responseTags: true}}\n"+
+		"  - {name: /a.B/Put, invalidates: {responseTags: true}}\n"+
+		"  - {name: /a.B/Create, invalidates: {responseTags: true}}\n"+
+		"  - {name: /a.B/Watch, invalidates: {responseTags: true}}\n"+
+		"  - {name: /a.B/Off, collapse: false, invalidates: {responseTags: true}}\n")
+	s, err := NewStore(defaults, path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logrecorder.Recorder{}
+	d := NewDecider(s, kinds{"/a.B/Set": noSideEffects, "/a.B/Put": idempotent, "/a.B/Create": unannotated, "/a.B/Watch": serverStream, "/a.B/Off": idempotent},
+		slog.New(logs))
+	for range 3 {
+		for _, m := range []string{"/a.B/Set", "/a.B/Put", "/a.B/Create", "/a.B/Watch", "/a.B/Off"} {
+			if r := d.Rule(m); r.Action != Passthrough || r.Invalidates == nil {
+				t.Fatalf("Rule(%s) = %+v, want it passed through, invalidating", m, r)
+			}
+		}
+	}
+	const unary = "unary method passes through: its descriptor calls it idempotent, but its policy names what its success invalidates"
+	tests := []struct {
+		method, prefix string
+		want           int
+	}{
+		{"/a.B/Set", unary, 1},
+		{"/a.B/Put", unary, 1},
+		{"/a.B/Watch", "server-streaming method passes through: its rule says stream: replay, but its policy names what its success invalidates", 1},
+		// Nothing to explain: the policy says it writes, and nothing
+		// says otherwise.
+		{"/a.B/Create", "", 0},
+		{"/a.B/Off", "", 0},
+	}
+	for _, tt := range tests {
+		if n := logs.Count(slog.LevelWarn, tt.prefix, "method", tt.method); n != tt.want {
+			t.Errorf("%s logged %d times, want %d", tt.method, n, tt.want)
+		}
+	}
+	if n := logs.Count(slog.LevelWarn, unary, "idempotency_level", "IDEMPOTENT"); n != 1 {
+		t.Errorf("the log names the idempotency level %d times, want once", n)
 	}
 }
 
