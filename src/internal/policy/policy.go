@@ -139,7 +139,8 @@ type Rule struct {
 	// passed through. Shared by all calls of the rule: read only.
 	Call *collapse.CallOptions
 	// Declared says how a unary answer's own cache-control sets how long it
-	// is served, in place of Call's windows; nil when it may not (the rule
+	// is served: a lifetime it declares replaces Call's windows, a stale
+	// window alone replaces that window; nil when it may not (the rule
 	// ignores it, or keeps no result). Shared by all calls: read only.
 	Declared *Declared
 	// Negative says which error answers of a unary method are kept, and for

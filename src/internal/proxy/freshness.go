@@ -41,7 +41,7 @@ func (p *Proxy) answer(method string, rule policy.Rule, resp *Response, err erro
 		resp.windows, resp.declared = collapse.Windows{TTL: rule.Negative.TTL}, true
 	}
 	if !resp.Private {
-		p.observer.ObserveFreshness(method, declare(resp, rule.Declared))
+		p.observer.ObserveFreshness(method, declare(resp, rule))
 	}
 	if resp.tags.overflow {
 		resp.windows, resp.declared = collapse.Windows{}, true // shared, never kept
@@ -66,17 +66,21 @@ func within(w, life collapse.Windows) collapse.Windows {
 	}
 }
 
-// declare sets the windows resp, a shareable answer, declares in its
-// cache-control, bounded by d (nil: the rule takes no declared windows),
-// and returns where the windows it is served for come from; an answer that
-// declares nothing keeps the windows it has. Whether it may be kept at all
-// (private, no-store) its Private flag says already.
-func declare(resp *Response, d *policy.Declared) string {
+// declare sets the windows resp, a shareable answer, is served for from its
+// cache-control, bounded by the rule's Declared (nil: the rule takes no
+// declared windows), and returns where they come from. A lifetime it
+// declares replaces the windows it has (the rule's, or a kept error's); a
+// stale window it declares without a lifetime replaces that window alone,
+// and must-revalidate drops the stale windows. Only what the answer
+// declares is bounded. Whether it may be kept at all (private, no-store)
+// its Private flag says already.
+func declare(resp *Response, rule policy.Rule) string {
+	d := rule.Declared
 	if d == nil {
 		return FreshnessPolicy
 	}
 	f := cachecontrol.Parse(resp.Header[cachecontrol.Header], resp.Trailer[cachecontrol.Header])
-	if !f.Declared {
+	if !f.Declared && !f.HasStaleWhileRevalidate && !f.HasStaleIfError && !f.NoStale {
 		return FreshnessPolicy
 	}
 	capped := false
@@ -87,12 +91,24 @@ func declare(resp *Response, d *policy.Declared) string {
 		}
 		return w
 	}
-	resp.windows = collapse.Windows{
-		TTL:                  bound(f.TTL),
-		StaleWhileRevalidate: bound(f.StaleWhileRevalidate),
-		StaleIfError:         bound(f.StaleIfError),
+	w := resp.windows // a kept error's
+	if !resp.declared {
+		w = rule.Call.Windows()
 	}
-	resp.declared = true
+	switch {
+	case f.Declared:
+		w = collapse.Windows{TTL: bound(f.TTL), StaleWhileRevalidate: bound(f.StaleWhileRevalidate), StaleIfError: bound(f.StaleIfError)}
+	case f.NoStale:
+		w.StaleWhileRevalidate, w.StaleIfError = 0, 0
+	default:
+		if f.HasStaleWhileRevalidate {
+			w.StaleWhileRevalidate = bound(f.StaleWhileRevalidate)
+		}
+		if f.HasStaleIfError {
+			w.StaleIfError = bound(f.StaleIfError)
+		}
+	}
+	resp.windows, resp.declared = w, true
 	if capped {
 		return FreshnessCapped
 	}

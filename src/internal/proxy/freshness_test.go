@@ -158,3 +158,27 @@ func TestUnary_NegativeCachingKeepsTheErrorsTheRuleNames(t *testing.T) {
 		})
 	}
 }
+
+func TestUnary_AnswerWithoutALifetimeKeepsTheRulesTTL(t *testing.T) {
+	// must-revalidate, proxy-revalidate and a stale window alone declare no
+	// lifetime: the rule's TTL stays; what they do say changes the rule's
+	// stale windows.
+	rule := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, StaleWhileRevalidate: time.Hour, Timeout: testkit.DefaultTimeout}
+	for _, cc := range []string{"must-revalidate", "proxy-revalidate", "stale-if-error=60", "max-age=60, stale-if-error=soon"} {
+		t.Run(cc, func(t *testing.T) {
+			b := startBackend(t, nil)
+			s := startProxy(t, b.addr, proxyConfig{policy: &rule, wrapBackend: func(cc2 grpc.ClientConnInterface) grpc.ClientConnInterface {
+				return withHeader{cc2, "cache-control", cc}
+			}})
+			ctx := testkit.Context(t)
+			for range 2 {
+				if r := sayHello(ctx, s.client, "ann", ""); r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+			if n := b.Calls.SayHello.Load(); n != 1 {
+				t.Errorf("backend calls = %d, want 1: the second call a hit", n)
+			}
+		})
+	}
+}
