@@ -1,7 +1,8 @@
 // Package heapsize tells what the Go heap really holds for the objects the
 // sidecar keeps (cached answers, replayed streams), so that the bounds on
 // them count what is held: an object's bytes rounded up to the allocator's
-// size class, a map's groups and tables, a slice's capacity.
+// size class, a map's groups and tables, a slice's capacity, a status
+// error's decoded message.
 //
 // The figures are the runtime's own: size classes are read from the
 // allocator at start-up (how append rounds a new slice's capacity), and the

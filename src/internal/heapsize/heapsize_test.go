@@ -7,7 +7,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/collapser/collapser/src/internal/heapsize"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -34,7 +40,7 @@ func countFor(size int) int {
 	return max(100, (8<<20)/max(size, 1))
 }
 
-// within fails t unless got, what Of or MD counts, is within 10% of
+// within fails t unless got, what a helper of heapsize counts, is within 10% of
 // measured, what the heap holds.
 func within(t *testing.T, what string, got int64, measured float64) {
 	t.Helper()
@@ -136,4 +142,58 @@ func TestMD_NilHoldsNothing(t *testing.T) {
 func TestChan_IsWhatTheHeapHolds(t *testing.T) {
 	measured := perObject(countFor(heapsize.Chan), func(int) chan struct{} { return make(chan struct{}) })
 	within(t, "Chan", heapsize.Chan, measured)
+}
+
+// fromWire returns a status error as a gRPC client gets one: the status
+// decoded from the encoding of s, as grpc-go decodes its
+// grpc-status-details-bin trailer, then made an error of its own as the
+// proxy makes it (status.Convert(err).Err()).
+func fromWire(t *testing.T, s *spb.Status) func(int) error {
+	wire, err := proto.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(int) error {
+		decoded := new(spb.Status)
+		if err := proto.Unmarshal(wire, decoded); err != nil {
+			t.Fatal(err)
+		}
+		return status.Convert(status.ErrorProto(decoded)).Err()
+	}
+}
+
+func TestStatusErr_IsWhatTheHeapHolds(t *testing.T) {
+	detail := func(n int) *anypb.Any {
+		d, err := anypb.New(&errdetails.ResourceInfo{ResourceType: "greeting", ResourceName: "caller-0000001", Description: strings.Repeat(".", n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	tests := []struct {
+		name string
+		s    *spb.Status
+	}{
+		{"a message alone", &spb.Status{Code: int32(codes.NotFound), Message: "no greeting for caller-0000001"}},
+		{"one detail of 16 KiB", &spb.Status{Code: int32(codes.NotFound), Message: "no greeting", Details: []*anypb.Any{detail(16 << 10)}}},
+		{"three details of 1 KiB", &spb.Status{Code: int32(codes.NotFound), Message: "no greeting", Details: []*anypb.Any{detail(1 << 10), detail(1 << 10), detail(1 << 10)}}},
+		{"five small details", &spb.Status{Code: int32(codes.PermissionDenied), Message: "not yours", Details: []*anypb.Any{detail(10), detail(20), detail(30), detail(40), detail(50)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			newErr := fromWire(t, tt.s)
+			sample := newErr(0)
+			measured := perObject(countFor(int(heapsize.StatusErr(sample))), newErr)
+			within(t, "StatusErr", heapsize.StatusErr(sample), measured)
+		})
+	}
+}
+
+func TestStatusErr_NilHoldsNothing(t *testing.T) {
+	if got := heapsize.StatusErr(nil); got != 0 {
+		t.Errorf("StatusErr(nil) = %d, want 0", got)
+	}
+	if got := heapsize.Status(nil); got != 0 {
+		t.Errorf("Status(nil) = %d, want 0", got)
+	}
 }
