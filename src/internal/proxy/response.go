@@ -41,15 +41,19 @@ type Response struct {
 
 // responseSize returns the bytes r holds, for collapse.Options.Size: the
 // Response (its producer span's IDs inline), its payload's array, its
-// metadata maps and its tags, as allocated.
+// metadata maps, its tags and its status error (a kept error answer's), as
+// allocated.
 func responseSize(r *Response) int64 {
 	if r == nil {
 		return 0
 	}
 	// The tags are substrings of the tags header's values: their bytes are
-	// counted once, with the header.
+	// counted once, with the header. An error answer's details are held
+	// twice: decoded in its status, and encoded in its trailer's
+	// grpc-status-details-bin, which grpc-go leaves in the metadata it
+	// hands over. Both count.
 	return heapsize.Of(int(unsafe.Sizeof(*r))) + heapsize.Bytes(r.Payload) + heapsize.MD(r.Header) + heapsize.MD(r.Trailer) +
-		heapsize.Of(cap(r.tags.tags)*int(unsafe.Sizeof(""))) + heapsize.MD(r.tags.header)
+		heapsize.Of(cap(r.tags.tags)*int(unsafe.Sizeof(""))) + heapsize.MD(r.tags.header) + heapsize.StatusErr(r.Err)
 }
 
 // kept is strip for metadata a response keeps: nil when nothing is left,

@@ -198,6 +198,9 @@ func TestMemory_CachedAnswersHoldWhatTheyCount(t *testing.T) {
 		// Each answer names eight tags of its own in the tags header: the
 		// tags and the header kept for forwarders count too.
 		{name: "tagged answers", calls: 6_000, backend: tagging(8)},
+		// Each answer is NOT_FOUND, which the policy keeps, with 16 KiB
+		// of details: the decoded status and the trailer count too.
+		{name: "NOT_FOUND answers", calls: 600, backend: notFound(16 << 10), code: codes.NotFound, edit: keepNotFound(t)},
 	} {
 		t.Run(l.name, func(t *testing.T) {
 			l.method = sayHello
