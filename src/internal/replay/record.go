@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"reflect"
 	"sync"
 	"time"
 	"unsafe"
@@ -138,7 +139,24 @@ func (r *record) end(trailer metadata.MD, err error) {
 // at their capacity. The caller holds r.mu.
 func (r *record) size() int64 {
 	return recordOverhead + heapsize.String(r.key) + heapsize.MD(r.header) + heapsize.MD(r.trailer) +
-		heapsize.Of(cap(r.frames)*int(unsafe.Sizeof([]byte(nil)))) + r.bytes
+		heapsize.Of(cap(r.frames)*int(unsafe.Sizeof([]byte(nil)))) + r.bytes + sourceSize(r.source)
+}
+
+// sourceSize returns what a record holds for its upstream's source
+// (Sourced): the value's own bytes as allocated, what a pointer points to
+// or a value boxed in the interface, not what those point to in turn.
+func sourceSize(source any) int64 {
+	if source == nil {
+		return 0
+	}
+	v := reflect.ValueOf(source)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return 0
+		}
+		return heapsize.Of(int(v.Type().Elem().Size()))
+	}
+	return heapsize.Of(int(v.Type().Size()))
 }
 
 // Reader is one caller's cursor into a record. It is not safe for

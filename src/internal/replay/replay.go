@@ -56,7 +56,8 @@ type Limits struct {
 	MaxBytes    int64
 	MaxMessages int
 	// MaxHeldBytes bounds the ended streams kept for replay, counting their
-	// keys, header, messages and trailer (default DefaultMaxHeldBytes).
+	// keys, header, messages, trailer and source (default
+	// DefaultMaxHeldBytes).
 	MaxHeldBytes int64
 }
 
@@ -96,7 +97,9 @@ type Upstream interface {
 // record returns what Source returned (Reader.Source), so that a caller can
 // name the stream it read though it did not open it. The proxy gives the
 // span of the caller that opened it, which the spans of the others link to.
-// Keep it small: a kept record holds it.
+// Keep it small, a pointer to a small value: a kept record holds it, and
+// counts the value's own bytes (what the pointer points to), not what those
+// point to in turn.
 type Sourced interface {
 	Source() any
 }
