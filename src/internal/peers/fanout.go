@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"google.golang.org/grpc"
 )
@@ -18,20 +19,28 @@ import (
 // the replicas when it is asked to reach them (the headless Service's
 // addresses, or the fixed list), so a replica that joined is reached at
 // once, and keeps one connection per replica, closed when the replica is
-// gone.
+// gone. It tells a replica that is gone (nothing listens at its address,
+// or no host has it) from one it cannot reach.
 type Fanout struct {
 	host, port string   // of a dns:/// target; host "" for a fixed list
 	fixed      []string // the fixed list's addresses
 	resolver   *net.Resolver
+	isSelf     func(addr string) bool
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // by address
+	gone  map[string]bool             // by address: its last dial was refused, or found no host
 }
 
 // NewFanout returns a Fanout to the replicas of target, in the form Dial
-// takes; of the schemes only dns:/// names every replica.
-func NewFanout(target string) (*Fanout, error) {
-	f := &Fanout{resolver: net.DefaultResolver, conns: map[string]*grpc.ClientConn{}}
+// takes; of the schemes only dns:/// names every replica. listen is this
+// replica's own peer listener, by which it knows itself among them (Self).
+func NewFanout(target, listen string) (*Fanout, error) {
+	isSelf, err := selfAddress(listen)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fanout{resolver: net.DefaultResolver, isSelf: isSelf, conns: map[string]*grpc.ClientConn{}, gone: map[string]bool{}}
 	if !strings.Contains(target, "://") {
 		eps, err := parseList(target)
 		if err != nil {
@@ -54,7 +63,8 @@ func NewFanout(target string) (*Fanout, error) {
 	return f, nil
 }
 
-// Replicas returns the address of every replica now.
+// Replicas returns the address of every replica now, this one included,
+// and closes the connections to replicas no longer among them.
 func (f *Fanout) Replicas(ctx context.Context) ([]string, error) {
 	if f.host == "" {
 		return f.fixed, nil
@@ -68,26 +78,33 @@ func (f *Fanout) Replicas(ctx context.Context) ([]string, error) {
 		addrs[i] = net.JoinHostPort(ip, f.port)
 	}
 	slices.Sort(addrs)
+	f.forget(addrs)
 	return addrs, nil
 }
 
-// Each runs call on every replica at once, and returns each failure,
-// naming its replica.
-func (f *Fanout) Each(ctx context.Context, call func(ctx context.Context, cc grpc.ClientConnInterface) error) error {
+// Self reports whether addr, one of the replicas, is this one.
+func (f *Fanout) Self(addr string) bool { return f.isSelf(addr) }
+
+// Each runs call on every replica but this one at once, with its address,
+// and returns each failure, naming its replica.
+func (f *Fanout) Each(ctx context.Context, call func(ctx context.Context, addr string, cc grpc.ClientConnInterface) error) error {
 	addrs, err := f.Replicas(ctx)
-	if err != nil {
-		return err
-	}
-	conns, err := f.connect(addrs)
 	if err != nil {
 		return err
 	}
 	errs := make([]error, len(addrs))
 	var wg sync.WaitGroup
-	for i, cc := range conns {
+	for i, addr := range addrs {
+		if f.isSelf(addr) {
+			continue
+		}
 		wg.Go(func() {
-			if err := call(ctx, cc); err != nil {
-				errs[i] = fmt.Errorf("replica %s: %w", addrs[i], err)
+			cc, err := f.Conn(addr)
+			if err == nil {
+				err = call(ctx, addr, cc)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("replica %s: %w", addr, err)
 			}
 		})
 	}
@@ -95,31 +112,53 @@ func (f *Fanout) Each(ctx context.Context, call func(ctx context.Context, cc grp
 	return errors.Join(errs...)
 }
 
-// connect returns a connection to each of addrs, in order, and closes
-// those to replicas no longer among them.
-func (f *Fanout) connect(addrs []string) ([]*grpc.ClientConn, error) {
+// Conn returns the connection to the replica at addr, made on first use.
+func (f *Fanout) Conn(addr string) (grpc.ClientConnInterface, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	conns := make([]*grpc.ClientConn, len(addrs))
-	for i, addr := range addrs {
-		cc, ok := f.conns[addr]
-		if !ok {
-			var err error
-			// passthrough: the address is a replica's, resolved already.
-			if cc, err = grpc.NewClient("passthrough:///"+addr, connOptions()...); err != nil {
-				return nil, fmt.Errorf("replica %s: %w", addr, err)
-			}
-			f.conns[addr] = cc
-		}
-		conns[i] = cc
+	if cc, ok := f.conns[addr]; ok {
+		return cc, nil
 	}
+	// passthrough: the address is a replica's, resolved already.
+	cc, err := grpc.NewClient("passthrough:///"+addr, append(connOptions(), grpc.WithContextDialer(f.dial))...)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: %w", addr, err)
+	}
+	f.conns[addr] = cc
+	return cc, nil
+}
+
+// dial connects to a replica, and remembers whether it is gone.
+func (f *Fanout) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone[addr] = errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH)
+	return conn, err
+}
+
+// Gone reports whether the replica at addr is gone: the last attempt to
+// connect to it was refused (nothing listens there any more) or found no
+// host (the address is nobody's). One that does not answer is not gone: it
+// may be running, cut off.
+func (f *Fanout) Gone(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[addr]
+}
+
+// forget closes the connections to replicas not among addrs.
+func (f *Fanout) forget(addrs []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for addr, cc := range f.conns {
 		if !slices.Contains(addrs, addr) {
 			cc.Close()
 			delete(f.conns, addr)
+			delete(f.gone, addr)
 		}
 	}
-	return conns, nil
 }
 
 // Close closes every connection.

@@ -27,7 +27,7 @@ func TestNewFanout_Targets(t *testing.T) {
 		{target: "dns:///peers", err: "want dns:///name:port"},
 		{target: "10.0.0.1", err: `"10.0.0.1" is not host:port`},
 	} {
-		f, err := NewFanout(tt.target)
+		f, err := NewFanout(tt.target, ":50053")
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("NewFanout(%q) = %v, want an error with %q", tt.target, err, tt.err)
@@ -43,14 +43,14 @@ func TestNewFanout_Targets(t *testing.T) {
 func TestFanout_EachReachesEveryReplicaAndNamesThoseItCannot(t *testing.T) {
 	addrs := servePeers(t, 3)
 	gone := testkit.ClosedAddr(t)
-	f, err := NewFanout(strings.Join(append(slices.Clone(addrs), gone), ","))
+	f, err := NewFanout(strings.Join(append(slices.Clone(addrs), gone), ","), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	var mu sync.Mutex
 	var reached []string
-	err = f.Each(testkit.Context(t), func(ctx context.Context, cc grpc.ClientConnInterface) error {
+	err = f.Each(testkit.Context(t), func(ctx context.Context, _ string, cc grpc.ClientConnInterface) error {
 		var p peer.Peer
 		if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p), grpc.WaitForReady(false)); err != nil {
 			return err
@@ -67,5 +67,45 @@ func TestFanout_EachReachesEveryReplicaAndNamesThoseItCannot(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "replica "+gone) {
 		t.Errorf("Each: %v, want an error naming %s", err, gone)
+	}
+}
+
+func TestFanout_EachSkipsThisReplica(t *testing.T) {
+	addrs := servePeers(t, 2)
+	f, err := NewFanout(strings.Join(addrs, ","), addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var mu sync.Mutex
+	var reached []string
+	err = f.Each(testkit.Context(t), func(_ context.Context, addr string, _ grpc.ClientConnInterface) error {
+		mu.Lock()
+		defer mu.Unlock()
+		reached = append(reached, addr)
+		return nil
+	})
+	if err != nil || !slices.Equal(reached, addrs[1:]) || !f.Self(addrs[0]) || f.Self(addrs[1]) {
+		t.Errorf("Each reached %v (%v), want only %v, the other replica", reached, err, addrs[1:])
+	}
+}
+
+func TestFanout_TellsAReplicaThatIsGone(t *testing.T) {
+	addrs := servePeers(t, 1)
+	gone := testkit.ClosedAddr(t)
+	f, err := NewFanout(addrs[0]+","+gone, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	for _, addr := range []string{addrs[0], gone} {
+		cc, err := f.Conn(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = healthpb.NewHealthClient(cc).Check(testkit.Context(t), &healthpb.HealthCheckRequest{})
+	}
+	if f.Gone(addrs[0]) || !f.Gone(gone) {
+		t.Errorf("Gone(serving) = %v, Gone(closed) = %v; want false, true", f.Gone(addrs[0]), f.Gone(gone))
 	}
 }
