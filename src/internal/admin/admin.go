@@ -7,10 +7,13 @@
 // The sidecar serves it twice. On its admin listener, bound to loopback by
 // default, it refuses callers from other addresses unless told otherwise
 // (AllowRemote): the pod's own backend is the one that knows when an answer
-// is out of date; from there a purge goes to every other replica. On the
+// is out of date; from there a purge goes to every other replica, ready or
+// not, when the sidecar has Replicas (peers and a peer token), and waits
+// for those it could not reach (replicas.go, package coherence). On the
 // peer listener (NewPeer) it takes purges only from the release's own
 // sidecars, which present the release's peer token, and takes them to no
-// one else.
+// one else; there it also serves the journal the other replicas fetch the
+// purges they missed from.
 package admin
 
 import (
@@ -42,6 +45,9 @@ type Purger interface {
 	PurgeRequest(method, sub string, payload []byte, md metadata.MD, how proxy.Purge) int
 	PurgeMethod(method string, how proxy.Purge) int
 	PurgeTag(tag string, how proxy.Purge) int
+	// PurgeAll takes back everything, hard, and detaches every call in
+	// flight.
+	PurgeAll() int
 }
 
 // Observer is told about every purge (implemented by *metrics.Recorder).
@@ -66,7 +72,9 @@ const (
 	ResultOK      = "ok"
 	ResultInvalid = "invalid"
 	ResultRefused = "refused"
-	// ResultPartial: taken back here, but some replica could not be reached.
+	// ResultPartial: taken back everywhere, but some replica neither took
+	// nor fetched it: it took back everything instead (its lease ran out),
+	// or it could not be waited for (the call's deadline came first).
 	ResultPartial = "partial"
 )
 
@@ -86,7 +94,6 @@ type Service struct {
 	o      Options
 	access func(ctx context.Context) error // nil: the caller may purge
 	peer   bool                            // serves the peer listener (NewPeer)
-	self   string                          // with NewPeer: this sidecar's Replicas.Self
 }
 
 // New returns the Service of the admin listener; it panics without a Purger.
@@ -104,30 +111,40 @@ func New(o Options) *Service {
 }
 
 // NewPeer returns the Service of the peer listener: it takes purges from
-// the replicas that present token, skips those this sidecar sent itself
-// (whose origin is self, the Self of its Replicas), and takes them to no
-// one else. Without a token it takes none. It observes nothing: the
-// replica that took the purge to the others counts it once, with every
-// answer it took back on each. It panics without a Purger.
-func NewPeer(purger Purger, token, self string) *Service {
+// the replicas that present the release's peer token, skips those this
+// sidecar sent itself, and takes them to no one else; with replicas nil
+// (no peer token) it takes none. It observes nothing: the replica that
+// took the purge to the others counts it once, with every answer it took
+// back on each. It panics without a Purger.
+func NewPeer(purger Purger, replicas *Replicas) *Service {
 	if purger == nil {
 		panic("admin: a Purger is required")
 	}
-	return &Service{o: Options{Purger: purger}, peer: true, self: self, access: func(ctx context.Context) error {
-		if token == "" {
+	return &Service{o: Options{Purger: purger, Replicas: replicas}, peer: true, access: peerAccess(replicas)}
+}
+
+// peerAccess returns the check of a peer's call: it carries the release's
+// peer token.
+func peerAccess(replicas *Replicas) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if replicas == nil {
 			return status.Error(codes.PermissionDenied, "admin: this sidecar has no peer token (COLLAPSER_PEER_TOKEN_FILE): it takes no purge from other replicas")
 		}
 		got := metadata.ValueFromIncomingContext(ctx, TokenHeader)
-		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(token)) != 1 {
-			return status.Error(codes.Unauthenticated, "admin: a purge from a replica must carry the release's peer token")
+		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(replicas.token)) != 1 {
+			return status.Error(codes.Unauthenticated, "admin: a call from a replica must carry the release's peer token")
 		}
 		return nil
-	}}
+	}
 }
 
-// Register registers s on srv.
+// Register registers s on srv; the peer listener's Service registers the
+// journal's Sync service beside it, when it has Replicas.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	adminv1.RegisterCacheServer(srv, s)
+	if s.peer && s.o.Replicas != nil {
+		s.o.Replicas.register(srv, s.access)
+	}
 }
 
 // Purge implements adminv1.CacheServer.
@@ -189,33 +206,47 @@ func (s *Service) run(ctx context.Context, req *adminv1.PurgeRequest, access fun
 // purges this sidecar sent itself.
 func (s *Service) everywhere(ctx context.Context, kind string, req *adminv1.PurgeRequest) (string, *adminv1.PurgeResponse, error) {
 	resp := &adminv1.PurgeResponse{}
-	if s.peer {
-		if !slices.Equal(metadata.ValueFromIncomingContext(ctx, OriginHeader), []string{s.self}) {
-			resp.Entries, resp.Replicas = int64(s.purge(kind, req, scopeOf(ctx))), 1
+	r := s.o.Replicas
+	switch {
+	case s.peer:
+		if r != nil && !slices.Equal(metadata.ValueFromIncomingContext(ctx, OriginHeader), []string{r.journal.ID()}) {
+			r.pushed(ctx, func() { resp.Entries = int64(s.purge(kind, req, scopeOf(ctx))) })
+			resp.Replicas = 1
 		}
 		return ResultOK, resp, nil
-	}
-	if s.o.Replicas == nil {
+	case r == nil:
 		resp.Entries, resp.Replicas = int64(s.purge(kind, req, proxy.Everything)), 1
 		return ResultOK, resp, nil
 	}
-	var errs []error
 	for _, scope := range []proxy.Scope{proxy.Owned, proxy.Callers} {
 		phase := &adminv1.PurgeResponse{Entries: int64(s.purge(kind, req, scope)), Replicas: 1}
-		errs = append(errs, s.o.Replicas.purge(ctx, req, scope, phase))
+		missed, err := r.purge(ctx, req, scope, phase)
 		resp.Entries, resp.Replicas = resp.Entries+phase.Entries, phase.Replicas
+		for _, addr := range missed {
+			if !slices.Contains(resp.Missed, addr) {
+				resp.Missed = append(resp.Missed, addr)
+			}
+		}
+		if err != nil {
+			return ResultPartial, resp, status.Errorf(codes.Unavailable,
+				"admin: purged %d answers on %d replicas, this one included, but %v could neither be reached nor waited out before the deadline (call again: a purge may be repeated): %v",
+				resp.Entries, resp.Replicas, missed, err)
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return ResultPartial, resp, status.Errorf(codes.Unavailable,
-			"admin: purged %d answers on %d replicas, this one included, but not on every replica (call again: a purge may be repeated): %v",
-			resp.Entries, resp.Replicas, err)
+	if len(resp.Missed) > 0 {
+		s.o.Replicas.logger.Warn("purge: some replicas neither took the purge nor fetched it; their leases ran out, so they took back everything they kept", "missed", resp.Missed)
+		return ResultPartial, resp, nil
 	}
 	return ResultOK, resp, nil
 }
 
 // purge runs a checked request of kind.
 func (s *Service) purge(kind string, req *adminv1.PurgeRequest, scope proxy.Scope) int {
-	how := proxy.Purge{Soft: req.GetSoft(), Scope: scope}
+	return purgeWith(s.o.Purger, kind, req, proxy.Purge{Soft: req.GetSoft(), Scope: scope})
+}
+
+// purgeWith runs a checked request of kind on p.
+func purgeWith(p Purger, kind string, req *adminv1.PurgeRequest, how proxy.Purge) int {
 	switch kind {
 	case KindRequest:
 		r := req.GetRequest()
@@ -223,11 +254,11 @@ func (s *Service) purge(kind string, req *adminv1.PurgeRequest, scope proxy.Scop
 		for _, h := range r.GetHeaders() {
 			md[h.GetName()] = append(md[h.GetName()], h.GetValues()...)
 		}
-		return s.o.Purger.PurgeRequest(r.GetMethod(), r.GetContentSubtype(), r.GetPayload(), md, how)
+		return p.PurgeRequest(r.GetMethod(), r.GetContentSubtype(), r.GetPayload(), md, how)
 	case KindMethod:
-		return s.o.Purger.PurgeMethod(req.GetMethod(), how)
+		return p.PurgeMethod(req.GetMethod(), how)
 	}
-	return s.o.Purger.PurgeTag(req.GetTag(), how)
+	return p.PurgeTag(req.GetTag(), how)
 }
 
 // check returns the kind of purge req asks for, or an INVALID_ARGUMENT

@@ -43,6 +43,11 @@ func (p *purges) PurgeTag(tag string, how proxy.Purge) int {
 	return p.n
 }
 
+func (p *purges) PurgeAll() int {
+	p.calls = append(p.calls, "all")
+	return p.n
+}
+
 // how2s writes how: hard or soft, then the scope unless it is Everything.
 func how2s(how proxy.Purge) string {
 	s := "hard"
@@ -168,11 +173,48 @@ func TestNewPeer_TakesOneScopeFromReplicasWithTheTokenAndSkipsItsOwn(t *testing.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &purges{n: 2}
-			resp, err := NewPeer(p, tt.token, "me").Purge(tt.ctx, tag)
+			r := testReplicas(t, tt.token, p)
+			ctx := tt.ctx
+			if origin := metadata.ValueFromIncomingContext(ctx, OriginHeader); slices.Equal(origin, []string{"me"}) {
+				md, _ := metadata.FromIncomingContext(ctx)
+				md.Set(OriginHeader, r.journal.ID())
+				ctx = metadata.NewIncomingContext(ctx, md)
+			}
+			resp, err := NewPeer(p, r).Purge(ctx, tag)
 			if status.Code(err) != tt.code || !slices.Equal(p.calls, tt.calls) || resp.GetReplicas() != tt.replicas {
 				t.Errorf("Purge = %v, %v, asked %q; want %v, asked %q, %d replicas", resp, err, p.calls, tt.code, tt.calls, tt.replicas)
 			}
 		})
+	}
+}
+
+// testReplicas returns the Replicas of a sidecar alone on a fixed list,
+// with token; nil for no token.
+func testReplicas(t *testing.T, token string, p Purger) *Replicas {
+	t.Helper()
+	if token == "" {
+		return nil
+	}
+	r, err := NewReplicas(ReplicasOptions{Target: "127.0.0.1:50053", Listen: "127.0.0.1:50053", Token: token, Purger: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestNewPeer_APurgePushedTwiceIsAppliedOnce(t *testing.T) {
+	p := &purges{n: 1}
+	r := testReplicas(t, "t0k", p)
+	tag := &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}
+	ctx := metadata.NewIncomingContext(from("10.1.2.3"), metadata.Pairs(TokenHeader, "t0k", OriginHeader, "other", SeqHeader, "7"))
+	for range 2 {
+		if _, err := NewPeer(p, r).Purge(ctx, tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(p.calls, []string{"tag x hard"}) {
+		t.Errorf("asked %q, want the purge once", p.calls)
 	}
 }
 

@@ -103,6 +103,18 @@ func (g *Group[V]) DoFresh(ctx context.Context, key string, opts *CallOptions, f
 	return g.do(ctx, key, opts, fn, true)
 }
 
+// Alone makes a call for the caller alone, with fn: nobody shares it, it
+// shares nobody's and its result is never kept, as when a caller may share
+// nothing now. It takes a slot as any call does, within opts.Timeout. Its
+// outcome is Own; its Call is not Own (it is made as a shared call would
+// be: where the caller's calls are made).
+func (g *Group[V]) Alone(ctx context.Context, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
+	if opts == nil {
+		opts = &noOptions
+	}
+	return g.call1(ctx, opts, Own, false, fn)
+}
+
 // do is Do, or DoFresh when fresh.
 func (g *Group[V]) do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (Served[V], error) {
 	e, sv, err := g.enter(ctx, key, opts, fn, fresh)
@@ -265,10 +277,16 @@ func (g *Group[V]) join(ctx context.Context, e *entry[V], n int32, opts *CallOpt
 }
 
 // own makes a call of the caller's own with fn, for outcome o: nobody
-// shares it and its result is never kept. Its slot and the call are
-// bounded by opts.Timeout, as a shared call is.
+// shares it and its result is never kept.
 func (g *Group[V]) own(ctx context.Context, opts *CallOptions, o Outcome, fn func(*Call) (V, error)) (Served[V], error) {
-	c := Call{parent: ctx, timeout: opts.Timeout, own: true}
+	return g.call1(ctx, opts, o, true, fn)
+}
+
+// call1 makes one caller's call with fn, for outcome o, whose Call reports
+// own: nobody shares it and its result is never kept. Its slot and the
+// call are bounded by opts.Timeout, as a shared call is.
+func (g *Group[V]) call1(ctx context.Context, opts *CallOptions, o Outcome, own bool, fn func(*Call) (V, error)) (Served[V], error) {
+	c := Call{parent: ctx, timeout: opts.Timeout, own: own}
 	if err := g.slot(&c); err != nil {
 		c.finish()
 		return Served[V]{Outcome: o}, err

@@ -36,7 +36,10 @@ type Settings struct {
 	Backend       string // the backend's gRPC address
 	MetricsListen string // address of the Prometheus /metrics endpoint
 	Peers         string // gRPC target of the other replicas; "" for none
-	PeerListen    string // address of the listener for peers' calls
+	// Replicas names every replica, ready or not, which purges are taken
+	// to and synced with; "": Peers.
+	Replicas   string
+	PeerListen string // address of the listener for peers' calls
 	// PeerTokenFile holds the release's peer token, which every purge one
 	// replica takes to another carries; "": purges stay on this replica.
 	PeerTokenFile string
@@ -159,6 +162,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.Backend, "backend", c.Backend, "the backend's gRPC `address`")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
 	fs.StringVar(&c.Peers, "peers", "", "gRPC `target` of every replica, this one included (dns:///name:port, or host:port,host:port): each key's calls are made by its owner; empty: no peers")
+	fs.StringVar(&c.Replicas, "replicas", "", "gRPC `target` naming every replica, ready or not, this one included (dns:///name:port of a headless Service that publishes not-ready addresses, or host:port,host:port), with --peers and --peer-token-file: purges are taken to each and each fetches those it missed; empty: --peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
 	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token, with --peers: purges reach every replica, and the peer listener takes them only with this token; empty: purges stay on this replica")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges), loopback by default so that only the pod's own containers reach it; empty: none")

@@ -11,8 +11,11 @@ import (
 )
 
 // InvalidateTimeout bounds the purge on write of one call: taking back, on
-// every replica, what its success invalidates.
-const InvalidateTimeout = 5 * time.Second
+// every replica, what its success invalidates. It is longer than a peer
+// lease (coherence.Lease), which bounds how long a purge waits for a
+// replica it cannot reach: a purge on write ends, and the write's OK
+// promises what it says, before it runs out.
+const InvalidateTimeout = 15 * time.Second
 
 // invalidateAfter takes back what the success of a passed-through call of
 // method invalidates, tags being its answer's, before the call's status

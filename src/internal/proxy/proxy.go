@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -191,6 +193,11 @@ type Proxy struct {
 	// forwarding decides which methods' calls are forwarded to their
 	// key's owner; nil without peers.
 	forwarding *forwarding.Decider
+	// now is the clock of the engine and the records.
+	now func() time.Time
+	// keptUntil is when the proxy stops serving what it keeps and sharing
+	// calls (CoherentUntil), in UnixNano of now; math.MaxInt64 for never.
+	keptUntil atomic.Int64
 	// callers and forwarded are the origins of the calls of the sidecar's
 	// own port and of the peer port; refreshed is forwarded's for the
 	// calls that refresh a copy.
@@ -251,6 +258,11 @@ func New(o Options) (*Proxy, error) {
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
 	}
+	p.now = o.Now
+	if p.now == nil {
+		p.now = time.Now
+	}
+	p.keptUntil.Store(math.MaxInt64)
 	p.backendOptions = []grpc.CallOption{grpc.ForceCodecV2(c), grpc.MaxCallRecvMsgSize(p.maxRecv), grpc.MaxCallSendMsgSize(p.maxSend)}
 	if o.TracerProvider != nil {
 		p.tracer = o.TracerProvider.Tracer(tracerName)
@@ -313,6 +325,22 @@ func (p *Proxy) serverOptions(h grpc.StreamHandler) []grpc.ServerOption {
 // Stats returns a snapshot of the collapse engine's state, for gauges.
 func (p *Proxy) Stats() collapse.Stats {
 	return p.group.Stats()
+}
+
+// CoherentUntil tells the proxy until when it may serve what it keeps and
+// share calls: past until, every call is a call of its own, made where it
+// would be made but neither shared nor kept, until it is told a later time.
+// A replica whose lease from another ran out calls it with that time (see
+// package coherence). By default the proxy shares and keeps for ever.
+func (p *Proxy) CoherentUntil(until time.Time) {
+	p.keptUntil.Store(until.UnixNano())
+}
+
+// coherent reports whether the proxy may serve what it keeps, and share
+// calls, now (CoherentUntil).
+func (p *Proxy) coherent() bool {
+	until := p.keptUntil.Load()
+	return until == math.MaxInt64 || p.now().UnixNano() < until
 }
 
 // Forwarded returns, with peers, whether each method whose calls were

@@ -103,3 +103,11 @@ func (s Scope) match(key string) (string, bool) {
 	}
 	return rest, true
 }
+
+// PurgeAll takes back everything the proxy keeps, hard, and detaches
+// every call in flight: what a replica does when it cannot tell which
+// purges it missed.
+func (p *Proxy) PurgeAll() int {
+	all := func(string) bool { return true }
+	return p.group.PurgeMatching(func(string, *Response) bool { return true }, all, false)
+}

@@ -36,6 +36,11 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	if err != nil {
 		return err
 	}
+	if !p.coherent() {
+		err = p.ownStream(ss, method, sub, payload, md)
+		p.report(ctx, o.streams, method, replay.Own.String(), callerCode(ctx, err), producer{})
+		return err
+	}
 	pl := o.owners.place(key)
 	rd, outcome := p.streams.Join(pl.key, rule.Call.TTL, func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that

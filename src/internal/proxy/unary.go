@@ -55,9 +55,12 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		return p.answer(method, rule, resp, err)
 	}
 	var sv collapse.Served[*Response]
-	if o.fresh {
+	switch {
+	case !p.coherent():
+		sv, err = p.group.Alone(ctx, rule.Call, call)
+	case o.fresh:
 		sv, err = p.group.DoFresh(ctx, pl.key, rule.Call, call)
-	} else {
+	default:
 		sv, err = p.group.Do(ctx, pl.key, rule.Call, call)
 	}
 	if o.mark != nil {

@@ -105,7 +105,7 @@ type runningSidecar struct {
 // it starts.
 func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opts ...sidecarOption) *runningSidecar {
 	t.Helper()
-	o := sidecarOptions{logger: slog.New(slog.DiscardHandler)}
+	o := sidecarOptions{logger: slog.New(slog.DiscardHandler), seams: seams{now: time.Now}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -114,7 +114,7 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opt
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := New(cfg, o.logger)
+	s, err := newWith(cfg, o.logger, o.seams)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +153,7 @@ type sidecarOptions struct {
 	logger      *slog.Logger // where it logs; default: nowhere
 	peerLis     net.Listener // its peer listener; default: none
 	backendDown bool         // return without waiting for SERVING
+	seams       seams        // default: the wall clock
 }
 
 // sidecarOption sets one of the sidecarOptions.
@@ -166,6 +167,11 @@ func logTo(logger *slog.Logger) sidecarOption {
 // peerListener serves the sidecar's peer listener on lis.
 func peerListener(lis net.Listener) sidecarOption {
 	return func(o *sidecarOptions) { o.peerLis = lis }
+}
+
+// withSeams starts the sidecar with sm.
+func withSeams(sm seams) sidecarOption {
+	return func(o *sidecarOptions) { o.seams = sm }
 }
 
 // backendDown starts a sidecar whose backend is down: startSidecar returns

@@ -5,8 +5,8 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +77,21 @@ type Sidecar struct {
 // the backend is dialled lazily, so the sidecar may start before its
 // backend. A policy file that cannot be read or is invalid is an error.
 func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
+	return newWith(cfg, logger, seams{now: time.Now})
+}
+
+// seams are what tests change of a sidecar besides its settings.
+type seams struct {
+	// now is the clock the answers' windows and the peers' leases are
+	// read on.
+	now func() time.Time
+	// syncEvery is how often the replicas sync (0:
+	// coherence.SyncInterval); a test that syncs them itself sets it long.
+	syncEvery time.Duration
+}
+
+// newWith is New with seams.
+func newWith(cfg config.Settings, logger *slog.Logger, sm seams) (*Sidecar, error) {
 	rule, err := requestkey.NewRule(requestkey.RuleOptions{
 		KeyHeaders:             cfg.KeyHeaders,
 		IgnoreHeaders:          cfg.IgnoreHeaders,
@@ -94,7 +109,7 @@ func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := dialAndAssemble(cfg, logger, rule, labels, tr)
+	s, err := dialAndAssemble(cfg, logger, rule, labels, tr, sm)
 	if err != nil {
 		// Nothing was exported yet: the spans that were not are no loss.
 		_ = tr.Shutdown(context.Background())
@@ -105,7 +120,7 @@ func New(cfg config.Settings, logger *slog.Logger) (*Sidecar, error) {
 
 // dialAndAssemble makes the backend and peer connections, traced by tr, and
 // assembles the parts around them.
-func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing) (*Sidecar, error) {
+func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
 	backend, err := grpc.NewClient(cfg.Backend, append(tr.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The backend shares the pod: when it restarts, notice within a
@@ -125,7 +140,7 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 			return nil, err
 		}
 	}
-	s, err := assemble(cfg, logger, backend, peerConn, rule, labels, tr)
+	s, err := assemble(cfg, logger, backend, peerConn, rule, labels, tr, sm)
 	if err != nil {
 		backend.Close()
 		if peerConn != nil {
@@ -136,34 +151,48 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 	return s, nil
 }
 
-// replicas returns the other replicas purges are taken to, with the
-// release's peer token; nil without peers or without a token, when purges
-// stay on this replica.
-func replicas(cfg config.Settings, logger *slog.Logger) (*admin.Replicas, error) {
+// readPeerToken returns the release's peer token, read from cfg's file; ""
+// without peers or without a token file, when purges stay on this replica.
+func readPeerToken(cfg config.Settings, logger *slog.Logger) (string, error) {
 	if cfg.Peers == "" {
-		return nil, nil
+		return "", nil
 	}
 	if cfg.PeerTokenFile == "" {
 		logger.Warn("peers without a peer token (COLLAPSER_PEER_TOKEN_FILE): purges stay on this replica, and the peer listener takes none from the others")
-		return nil, nil
+		return "", nil
 	}
 	data, err := os.ReadFile(cfg.PeerTokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("peer token: %w", err)
+		return "", fmt.Errorf("peer token: %w", err)
 	}
 	token := strings.TrimSpace(string(data))
 	if token == "" {
-		return nil, fmt.Errorf("peer token: %s is empty", cfg.PeerTokenFile)
+		return "", fmt.Errorf("peer token: %s is empty", cfg.PeerTokenFile)
 	}
-	fanout, err := peers.NewFanout(cfg.Peers)
-	if err != nil {
-		return nil, err
+	return token, nil
+}
+
+// replicas returns the other replicas purges are taken to and synced with,
+// which purge p and tell it until when it may serve what it keeps; nil
+// without a peer token.
+func replicas(cfg config.Settings, token string, p *proxy.Proxy, logger *slog.Logger, sm seams) (*admin.Replicas, error) {
+	if token == "" {
+		return nil, nil
 	}
-	return &admin.Replicas{Fanout: fanout, Token: token, Self: rand.Text()}, nil
+	return admin.NewReplicas(admin.ReplicasOptions{
+		Target:       cmp.Or(cfg.Replicas, cfg.Peers),
+		Listen:       cfg.PeerListen,
+		Token:        token,
+		Purger:       p,
+		Hold:         p.CoherentUntil,
+		Logger:       logger,
+		Now:          sm.now,
+		SyncInterval: sm.syncEvery,
+	})
 }
 
 // assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, peerConn *peers.Ring, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing) (*Sidecar, error) {
+func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, peerConn *peers.Ring, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -216,7 +245,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if peerConn != nil {
 		peerRing = peerConn
 	}
-	others, err := replicas(cfg, logger)
+	token, err := readPeerToken(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -243,9 +272,14 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		Observer:       observer,
 		TracerProvider: tr.TracerProvider(),
 		Logger:         logger,
+		Now:            sm.now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	others, err := replicas(cfg, token, p, logger, sm)
+	if err != nil {
+		return nil, err
 	}
 	limits := serverlimits.Limits{
 		MaxConnections:       cfg.MaxConnections,
@@ -256,11 +290,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	var peerServer *grpc.Server
 	if peerConn != nil {
 		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
-		token, self := "", "" // without a token the peer listener takes no purge
-		if others != nil {
-			token, self = others.Token, others.Self
-		}
-		admin.NewPeer(p, token, self).Register(peerServer)
+		admin.NewPeer(p, others).Register(peerServer) // without a token the peer listener takes no purge
 	}
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -321,6 +351,9 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	wg.Go(func() { s.resolver.Run(ctx) })
 	wg.Go(func() { s.policy.Run(ctx, 0) })
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.resolver.Ready, s.logger) })
+	if s.replicas != nil {
+		wg.Go(func() { s.replicas.Run(ctx) })
+	}
 	wg.Go(func() {
 		if err := s.server.Serve(s.limits.Listener(grpcLis)); err != nil {
 			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
@@ -376,7 +409,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 		}
 	}
 	if s.replicas != nil {
-		if cErr := s.replicas.Fanout.Close(); cErr != nil {
+		if cErr := s.replicas.Close(); cErr != nil {
 			err = errors.Join(err, fmt.Errorf("close connections to replicas: %w", cErr))
 		}
 	}

@@ -1,9 +1,9 @@
 // Package testkit holds the scaffolding the tests of every package share:
 // one bound for every wait, a context that ends with it, a polling wait (and
 // one for a load, which bounds its stalls rather than its whole), a bounded
-// receive, a listener and an address nobody listens on, an environment
-// lookup over a map, and Greeter, a hello backend whose methods a test
-// writes. Beside the standard library it imports only grpc and the hello
+// receive, a listener and an address nobody listens on, a TCP relay a test
+// cuts (Relay), an environment lookup over a map, and Greeter, a hello
+// backend whose methods a test writes. Beside the standard library it imports only grpc and the hello
 // API, none of which imports collapser's packages, so any package's tests
 // may use it. Only tests import it.
 package testkit

@@ -275,7 +275,11 @@ type PurgeResponse struct {
 	// entries is how many answers were taken back, on every replica reached.
 	Entries int64 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
 	// replicas is how many sidecars took the purge, this one included.
-	Replicas      int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// missed are the replicas (host:port of their peer listeners) the purge
+	// neither reached nor was fetched by: their leases from this sidecar ran
+	// out, so they took back everything they kept instead.
+	Missed        []string `protobuf:"bytes,3,rep,name=missed,proto3" json:"missed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +328,13 @@ func (x *PurgeResponse) GetReplicas() int32 {
 	return 0
 }
 
+func (x *PurgeResponse) GetMissed() []string {
+	if x != nil {
+		return x.Missed
+	}
+	return nil
+}
+
 var File_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_admin_v1_admin_proto_rawDesc = "" +
@@ -343,10 +354,11 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fcontent_subtype\x18\x04 \x01(\tR\x0econtentSubtype\"4\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values\"E\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"]\n" +
 	"\rPurgeResponse\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x1a\n" +
-	"\breplicas\x18\x02 \x01(\x05R\breplicas2Z\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12\x16\n" +
+	"\x06missed\x18\x03 \x03(\tR\x06missed2Z\n" +
 	"\x05Cache\x12Q\n" +
 	"\x05Purge\x12 .collapser.admin.v1.PurgeRequest\x1a!.collapser.admin.v1.PurgeResponse\"\x03\x90\x02\x02B9Z7github.com/collapser/collapser/src/api/admin/v1;adminv1b\x06proto3"
 

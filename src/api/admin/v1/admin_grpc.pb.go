@@ -37,11 +37,14 @@ type CacheClient interface {
 	// stale-while-revalidate window while one call refreshes each. A call in
 	// flight for a purged answer is detached: no caller after the purge gets
 	// its answer. With peers, the sidecar takes the purge to every other
-	// replica too, each of which may keep copies of its own. Once Purge
-	// returns OK, no caller of any replica it reached is served an answer it
-	// took back (stale within its window, when soft); when a replica could
-	// not be reached, Purge returns UNAVAILABLE saying how many were, and may
-	// be called again.
+	// replica too, ready or not, each of which may keep copies of its own,
+	// and waits for each it could not reach until that replica has fetched
+	// the purge or its lease from this sidecar has run out (it then took
+	// back everything it kept: see missed). Once Purge returns OK, no caller
+	// of any replica is served an answer it took back (stale within its
+	// window, when soft). When the call's deadline comes first, Purge
+	// returns UNAVAILABLE naming the replicas not settled yet, and may be
+	// called again.
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
 }
 
@@ -74,11 +77,14 @@ type CacheServer interface {
 	// stale-while-revalidate window while one call refreshes each. A call in
 	// flight for a purged answer is detached: no caller after the purge gets
 	// its answer. With peers, the sidecar takes the purge to every other
-	// replica too, each of which may keep copies of its own. Once Purge
-	// returns OK, no caller of any replica it reached is served an answer it
-	// took back (stale within its window, when soft); when a replica could
-	// not be reached, Purge returns UNAVAILABLE saying how many were, and may
-	// be called again.
+	// replica too, ready or not, each of which may keep copies of its own,
+	// and waits for each it could not reach until that replica has fetched
+	// the purge or its lease from this sidecar has run out (it then took
+	// back everything it kept: see missed). Once Purge returns OK, no caller
+	// of any replica is served an answer it took back (stale within its
+	// window, when soft). When the call's deadline comes first, Purge
+	// returns UNAVAILABLE naming the replicas not settled yet, and may be
+	// called again.
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
 	mustEmbedUnimplementedCacheServer()
 }
