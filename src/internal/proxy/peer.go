@@ -13,7 +13,6 @@ import (
 
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/peers"
-	"github.com/collapser/collapser/src/internal/replay"
 )
 
 // peerKeyPrefix starts the keys of calls served for peers (origin). No key
@@ -190,7 +189,7 @@ func (p *Proxy) invokeHere(ctx context.Context, pl placement, method, sub string
 // relayed as they come. A stream that ended without a header and without
 // the owner's trailer reached no owner: it is opened to the local backend
 // instead.
-func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (replay.Upstream, error) {
+func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
 	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
@@ -199,12 +198,12 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string,
 		// Header blocks until the owner answers; nil means the stream
 		// ended without a header, its status yet to be read.
 		if header, _ := cs.Header(); header != nil {
-			return &upstream{cs: cs, ended: ended}, nil
+			return &upstream{p: p, cs: cs, ended: ended}, nil
 		}
 		var none frame
 		err = cs.RecvMsg(&none) // a stream without a header has no message
 		if reachedOwner(ctx, cs.Trailer()) {
-			return &upstream{cs: cs, ended: ended, end: err}, nil
+			return &upstream{p: p, cs: cs, ended: ended, end: err}, nil
 		}
 	} else if ctx.Err() != nil {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), false)

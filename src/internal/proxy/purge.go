@@ -9,8 +9,13 @@ import (
 )
 
 // The purges the admin service asks for. Each takes back, hard or soft (see
-// collapse.Group.Purge), the answers of its Scope, and reports how many it
-// took back. Once one returns, no caller of this proxy is served what it
+// collapse.Group.Purge), the answers of its Scope, and the records of
+// replayed streams of its Scope, keyed as replayStream keys them
+// (replay.Streams.Purge), and reports how many answers and kept records it
+// took back. A record has no stale window: a soft purge takes it back as a
+// hard one does. A live record is detached, as a call in flight is: its
+// callers read it to its end, the next caller starts a new one, and it is
+// not kept. Once one returns, no caller of this proxy is served what it
 // took back. They do not reach other replicas: each keeps copies of its
 // own.
 
@@ -51,7 +56,10 @@ func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD,
 			n++
 		}
 	}
-	return n
+	return n + p.streams.Purge(func(k string, _ metadata.MD, _ bool) bool {
+		rest, ok := how.Scope.match(k)
+		return ok && rest == key
+	})
 }
 
 // PurgeMethod takes back every answer of method.
@@ -61,21 +69,34 @@ func (p *Proxy) PurgeMethod(method string, how Purge) int {
 		rest, ok := how.Scope.match(key)
 		return ok && strings.HasPrefix(rest, prefix)
 	}
-	return p.group.PurgeMatching(func(key string, _ *Response) bool { return ofMethod(key) }, ofMethod, how.Soft)
+	return p.group.PurgeMatching(func(key string, _ *Response) bool { return ofMethod(key) }, ofMethod, how.Soft) +
+		p.streams.Purge(func(key string, _ metadata.MD, _ bool) bool { return ofMethod(key) })
 }
 
 // PurgeTag takes back every answer that carried tag. A call in flight may
 // carry it too, which is not known before it ends: every call in flight of
-// the scope is detached.
+// the scope is detached. A stream's tags are in its header: a record is
+// taken back when its header carries tag, or is not known yet, or named
+// more tags than it could record.
 func (p *Proxy) PurgeTag(tag string, how Purge) int {
 	inScope := func(key string) bool {
 		_, ok := how.Scope.match(key)
 		return ok
 	}
+	tagged := func(key string, header metadata.MD, known bool) bool {
+		if !inScope(key) {
+			return false
+		}
+		if !known {
+			return true
+		}
+		t := p.streamTags(header)
+		return t.overflow || t.has(tag)
+	}
 	return p.group.PurgeMatching(
 		func(key string, r *Response) bool { return r.tags.has(tag) && inScope(key) },
 		inScope,
-		how.Soft)
+		how.Soft) + p.streams.Purge(tagged)
 }
 
 // origins returns the proxy's origins of scope, whose key prefixes its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -28,7 +29,8 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // stream of its own. The record reads its stream where o's owners say:
 // through the key's owner (openOwner), or from the local backend. Streams
 // are always forwarded: their callers share a record for as long as the
-// stream lasts.
+// stream lasts. A stream whose header names more tags than an answer may
+// have is shared but not kept (upstream.Left).
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
@@ -46,7 +48,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
-		var up replay.Upstream
+		var up *upstream
 		var err error
 		if pl.owner != nil {
 			up, err = p.openOwner(ctx, pl, method, sub, payload, md)
@@ -56,14 +58,17 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 				p.observer.ObservePeerCall(method, OwnerSelf, status.Code(err), false)
 			}
 		}
-		if sc := trace.SpanContextFromContext(ctx); err == nil && sc.IsSampled() {
-			up = sourced{up, &producer{traceID: sc.TraceID(), spanID: sc.SpanID(), flags: sc.TraceFlags()}}
+		if err != nil {
+			return nil, err
 		}
-		return up, err
+		if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+			return sourced{up, &producer{traceID: sc.TraceID(), spanID: sc.SpanID(), flags: sc.TraceFlags()}}, nil
+		}
+		return up, nil
 	})
 	var from producer
 	if outcome != replay.Own {
-		err = p.relay(ss, rd)
+		err = p.relay(ss, rd, o)
 		if opener, ok := rd.Source().(*producer); ok && outcome != replay.Lead {
 			from = *opener
 		}
@@ -82,16 +87,19 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 // link to it. Only sampled opening spans are named; a kept record holds the
 // pointer (a producer, 32 bytes).
 type sourced struct {
-	replay.Upstream
+	*upstream
 	from *producer
 }
 
 // Source implements replay.Sourced.
 func (s sourced) Source() any { return s.from }
 
-// relay writes what rd reads to the caller: the header, every message, the
-// trailer and the status.
-func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
+// relay writes what rd reads to the caller, from o: the header, every
+// message, the trailer and the status. The tags header is taken out of the
+// header, as it is of an answer's, unless the proxy forwards it or the
+// caller is a peer: a forwarder keeps a record of its own, which a purge by
+// tag must find too.
+func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader, o *origin) error {
 	ctx := ss.Context()
 	header, err := rd.Header(ctx)
 	if err != nil {
@@ -101,7 +109,11 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 		return status.FromContextError(err).Err()
 	}
 	if header != nil {
-		if err := ss.SendHeader(forwardable(header)); err != nil {
+		out := forwardable(header)
+		if p.tagsHeader != "" && !p.forwardTags && o.mark == nil {
+			delete(out, p.tagsHeader)
+		}
+		if err := ss.SendHeader(out); err != nil {
 			return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
@@ -126,14 +138,14 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader) error {
 // openUpstream opens the backend stream of a record and sends it the
 // request. Its context belongs to no caller; the caller's authority and
 // headers go with it.
-func (p *Proxy) openUpstream(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (replay.Upstream, error) {
+func (p *Proxy) openUpstream(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
 	ended := func(code codes.Code) { p.observer.ObserveBackendStream(method, code) }
 	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), p.backend, method, sub, payload, md)
 	if err != nil {
 		ended(status.Code(err))
 		return nil, err
 	}
-	return &upstream{cs: cs, ended: ended}, nil
+	return &upstream{p: p, cs: cs, ended: ended}, nil
 }
 
 // sendRequest opens a stream on cc, the backend's connection or the
@@ -169,14 +181,39 @@ func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []by
 // key's owner. ended is told the stream's code once, when it ends; end,
 // when set, is how a stream whose status was read already ends.
 type upstream struct {
+	p     *Proxy
 	cs    grpc.ClientStream
 	ended func(codes.Code)
 	end   error
 	once  sync.Once
+	// overflow: the header named more tags than an answer may have; set by
+	// Header, read by Left, both in the record's one reading goroutine.
+	overflow bool
 }
 
-func (u *upstream) Header() (metadata.MD, error) { return u.cs.Header() }
-func (u *upstream) Trailer() metadata.MD         { return u.cs.Trailer() }
+func (u *upstream) Header() (metadata.MD, error) {
+	header, err := u.cs.Header()
+	u.overflow = u.p.streamTags(header).overflow
+	return header, err
+}
+
+func (u *upstream) Trailer() metadata.MD { return u.cs.Trailer() }
+
+// Left implements replay.Aged: a stream whose header names more tags than
+// an answer may have (MaxTags, MaxTagBytes) is not kept, as such an answer
+// is not: a purge by a tag it could not record would miss it.
+func (u *upstream) Left() (time.Duration, bool) {
+	return 0, u.overflow
+}
+
+// streamTags returns what the tags header of a stream's header says,
+// leaving the header as it is (a record's header is shared by its readers).
+func (p *Proxy) streamTags(header metadata.MD) tagged {
+	if p.tagsHeader == "" || header[p.tagsHeader] == nil {
+		return tagged{}
+	}
+	return p.takeTags(metadata.MD{p.tagsHeader: header[p.tagsHeader]})
+}
 
 func (u *upstream) Recv() ([]byte, error) {
 	var f frame

@@ -81,7 +81,7 @@ func (r *record) pump(ctx context.Context, open Open) {
 		}
 	})
 	if err != nil {
-		r.end(up.Trailer(), err)
+		r.end(up, err)
 		return
 	}
 	for {
@@ -90,7 +90,7 @@ func (r *record) pump(ctx context.Context, open Open) {
 			if errors.Is(err, io.EOF) {
 				err = nil
 			}
-			r.end(up.Trailer(), err)
+			r.end(up, err)
 			return
 		}
 		r.update(func() { r.append(msg) })
@@ -120,9 +120,21 @@ func (r *record) update(change func()) {
 	r.mu.Unlock()
 }
 
-// end records the upstream's end and tells the streams. The upstream's
-// context is released: an ended record keeps nothing of its stream.
-func (r *record) end(trailer metadata.MD, err error) {
+// end records the end of up (nil when it did not open) and tells the
+// streams how long the record may be kept: its TTL, or less when up says
+// so (Aged). The upstream's context is released: an ended record keeps
+// nothing of its stream.
+func (r *record) end(up Upstream, err error) {
+	var trailer metadata.MD
+	ttl := r.ttl
+	if up != nil {
+		trailer = up.Trailer()
+		if a, ok := up.(Aged); ok {
+			if left, ok := a.Left(); ok {
+				ttl = min(ttl, left)
+			}
+		}
+	}
 	r.update(func() {
 		r.ended, r.trailer, r.err = true, trailer, err
 		r.cancel()
@@ -131,7 +143,7 @@ func (r *record) end(trailer metadata.MD, err error) {
 			r.private, r.closed = true, true
 		}
 	})
-	r.streams.finish(r)
+	r.streams.finish(r, ttl)
 }
 
 // size is what a kept record counts against Limits.MaxHeldBytes: what it

@@ -14,7 +14,9 @@
 // only the newest within the bounds, takes no new reader (a caller then
 // makes a stream of its own, Own) and is not kept after its end. A stream
 // that ended well within them is kept for its TTL and replayed whole to the
-// callers of that time, within Limits.MaxHeldBytes over all kept streams.
+// callers of that time, within Limits.MaxHeldBytes over all kept streams. A
+// purge (Streams.Purge) takes a kept record back, and detaches a live one:
+// its readers read it to its end, and the next caller starts a new record.
 // When the last reader of a live record leaves, the upstream is cancelled:
 // an endless stream nobody reads ends.
 //
@@ -104,6 +106,14 @@ type Sourced interface {
 	Source() any
 }
 
+// Aged is an Upstream that says, once Recv has returned an error, how long
+// its record may be kept for replay at most (0: not at all). The record is
+// kept for the lesser of that and its TTL (Streams.Join); when ok is false
+// the upstream says nothing, and the record is kept for its TTL.
+type Aged interface {
+	Left() (left time.Duration, ok bool)
+}
+
 // Open starts the upstream of a record under ctx, which belongs to no
 // caller and ends when the last reader leaves.
 type Open func(ctx context.Context) (Upstream, error)
@@ -144,7 +154,8 @@ var Outcomes = []Outcome{Lead, Join, Replay, Own}
 
 // Stats is a snapshot of the streams' state, for gauges.
 type Stats struct {
-	// Live is the number of records reading their upstream.
+	// Live is the number of records reading their upstream, their key's or
+	// not (detached by a purge, or left by their last reader).
 	Live int
 	// Held is the number of ended records kept for replay.
 	Held int

@@ -374,7 +374,7 @@ func TestStreams_ARecordEndingBadlyIsNeverReplayedWhileFinishDropsIt(t *testing.
 			if o != Lead {
 				t.Fatalf("caller in the window: %v, want a stream of its own as leader", o)
 			}
-			s.finish(old)
+			s.finish(old, old.ttl)
 			if s.m["k"] == old || s.m["k"] == nil {
 				t.Error("finish of the old record dropped the new one, or the new one is not the key's")
 			}

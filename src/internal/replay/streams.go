@@ -22,6 +22,7 @@ type Streams struct {
 
 	mu        sync.Mutex
 	m         map[string]*record       // live records and kept ones, by key; guarded by mu
+	live      map[*record]struct{}     // every record reading its upstream, its key's or not; guarded by mu
 	held      expiryheap.Heap[*record] // kept records, the first to expire first; guarded by mu
 	heldBytes int64                    // what they count; guarded by mu
 }
@@ -39,6 +40,7 @@ func New(o Options) *Streams {
 		private:      o.Private,
 		now:          o.Now,
 		m:            map[string]*record{},
+		live:         map[*record]struct{}{},
 	}
 }
 
@@ -46,7 +48,8 @@ func New(o Options) *Streams {
 // starts (Lead), a live one (Join), or an ended one kept for replay
 // (Replay). A record that takes no new reader gives no Reader but Own: the
 // caller makes a stream of its own. A stream that ends well is kept for ttl
-// (0: not at all). Close the Reader when done with it.
+// (0: not at all), or less when its upstream says so (Aged). Close the
+// Reader when done with it.
 func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,6 +61,7 @@ func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outco
 	}
 	r, ctx := newRecord(s, key, ttl)
 	s.m[key] = r
+	s.live[r] = struct{}{}
 	go r.pump(ctx, open)
 	return &Reader{r: r, lead: true}, Lead
 }
@@ -86,27 +90,57 @@ func (s *Streams) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweep(s.now())
-	st := Stats{Held: s.held.Len(), Bytes: s.heldBytes}
-	for _, r := range s.m {
+	st := Stats{Live: len(s.live), Held: s.held.Len(), Bytes: s.heldBytes}
+	for r := range s.live {
 		r.mu.Lock()
-		if !r.ended {
-			st.Live++
-			st.Readers += r.readers
-			st.Bytes += r.bytes
-		}
+		st.Readers += r.readers
+		st.Bytes += r.bytes
 		r.mu.Unlock()
 	}
 	return st
 }
 
-// finish is told by r's pump that its upstream ended: r is kept for replay
-// when it ended well within its bounds and has a TTL, and dropped otherwise.
-// The caller holds neither lock.
-func (s *Streams) finish(r *record) {
+// Purge takes back the records match reports true for, given each one's
+// key and header, and returns how many kept records it dropped. known is
+// false while a live record waits for its header: what the header will say
+// is not known, and match decides without it. A kept record is dropped:
+// the callers replaying it read it to its end. A live record is detached,
+// and not counted, as a purge of answers detaches a call in flight: its
+// readers read it to its end, and it is not kept when it ends. Either way
+// the key's next caller starts a new record. match is called with the
+// streams locked and must not call them. Purge visits every record: its
+// cost grows with the records live and kept.
+func (s *Streams) Purge(match func(key string, header metadata.MD, known bool) bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sweep(s.now())
+	n := 0
+	for key, r := range s.m {
+		r.mu.Lock()
+		header, known := r.header, r.headerSet
+		r.mu.Unlock()
+		switch {
+		case !match(key, header, known):
+		case r.index >= 0:
+			s.drop(r)
+			n++
+		default:
+			delete(s.m, key) // finish keeps only the key's record
+		}
+	}
+	return n
+}
+
+// finish is told by r's pump that its upstream ended: r is kept for replay
+// for ttl when it ended well within its bounds, ttl is not 0 and it is
+// still its key's record (not detached by a purge), and dropped otherwise.
+// The caller holds neither lock.
+func (s *Streams) finish(r *record, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, r)
 	r.mu.Lock()
-	keep := r.err == nil && !r.closed && r.ttl > 0
+	keep := r.err == nil && !r.closed && ttl > 0 && s.m[r.key] == r
 	if keep {
 		// The messages' slices in an array of their own number: what
 		// append grew for a live stream is not held for its TTL.
@@ -118,7 +152,7 @@ func (s *Streams) finish(r *record) {
 		for s.heldBytes+size > s.maxHeldBytes {
 			s.drop(s.held.First())
 		}
-		r.expires = s.now().Add(r.ttl)
+		r.expires = s.now().Add(ttl)
 		s.heldBytes += size
 		r.heldSize = size
 		s.held.Push(r)
