@@ -186,9 +186,10 @@ func (p *Proxy) invokeHere(ctx context.Context, pl placement, method, sub string
 // openOwner opens a replayed stream's record through the key's owner, as
 // invokeOwner makes a unary call: the owner serves the stream from its own
 // record of the key, and its header, messages, trailer and status are
-// relayed as they come. A stream that ended without a header and without
-// the owner's trailer reached no owner: it is opened to the local backend
-// instead.
+// relayed as they come. The record is kept no longer than what the owner's
+// trailer says is left of the life of its own (upstream.Left). A stream
+// that ended without a header and without the owner's trailer reached no
+// owner: it is opened to the local backend instead.
 func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
@@ -198,12 +199,12 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string,
 		// Header blocks until the owner answers; nil means the stream
 		// ended without a header, its status yet to be read.
 		if header, _ := cs.Header(); header != nil {
-			return &upstream{p: p, cs: cs, ended: ended}, nil
+			return &upstream{p: p, cs: cs, ended: ended, owner: true}, nil
 		}
 		var none frame
 		err = cs.RecvMsg(&none) // a stream without a header has no message
 		if reachedOwner(ctx, cs.Trailer()) {
-			return &upstream{p: p, cs: cs, ended: ended, end: err}, nil
+			return &upstream{p: p, cs: cs, ended: ended, end: err, owner: true}, nil
 		}
 	} else if ctx.Err() != nil {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), false)

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/replay"
 )
@@ -30,7 +32,9 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // through the key's owner (openOwner), or from the local backend. Streams
 // are always forwarded: their callers share a record for as long as the
 // stream lasts. A stream whose header names more tags than an answer may
-// have is shared but not kept (upstream.Left).
+// have is shared but not kept, and a copy of the owner's record is kept no
+// longer than what the owner said is left of its life (upstream.Left): a
+// stream served to a peer carries that in its trailer.
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx)
@@ -77,6 +81,15 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	if outcome == replay.Own || errors.Is(err, replay.ErrPrivate) {
 		outcome, from = replay.Own, producer{}
 		err = p.ownStream(ss, method, sub, payload, md)
+	}
+	if o.mark != nil {
+		// What is left of the record's life here, which the forwarder's
+		// copy does not outlive: nothing of a stream of its own.
+		var left time.Duration
+		if outcome != replay.Own {
+			left = rd.Left()
+		}
+		ss.SetTrailer(metadata.MD{peers.LifeHeader: []string{formatLife(collapse.Windows{TTL: left})}})
 	}
 	p.report(ctx, o.streams, method, outcome.String(), callerCode(ctx, err), from)
 	return err
@@ -186,6 +199,9 @@ type upstream struct {
 	ended func(codes.Code)
 	end   error
 	once  sync.Once
+	// owner: the stream is the key's owner's, relayed (openOwner); its
+	// trailer says what is left of the life of the owner's record.
+	owner bool
 	// overflow: the header named more tags than an answer may have; set by
 	// Header, read by Left, both in the record's one reading goroutine.
 	overflow bool
@@ -201,9 +217,16 @@ func (u *upstream) Trailer() metadata.MD { return u.cs.Trailer() }
 
 // Left implements replay.Aged: a stream whose header names more tags than
 // an answer may have (MaxTags, MaxTagBytes) is not kept, as such an answer
-// is not: a purge by a tag it could not record would miss it.
+// is not: a purge by a tag it could not record would miss it. A stream
+// from the key's owner is kept no longer than what is left of the owner's
+// record (its life trailer, as a unary answer's: only the TTL counts); one
+// without that trailer (an older owner) says nothing.
 func (u *upstream) Left() (time.Duration, bool) {
-	return 0, u.overflow
+	if u.overflow || !u.owner {
+		return 0, u.overflow
+	}
+	life, aged := parseLife(u.cs.Trailer().Get(peers.LifeHeader))
+	return life.TTL, aged
 }
 
 // streamTags returns what the tags header of a stream's header says,

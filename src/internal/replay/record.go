@@ -120,10 +120,9 @@ func (r *record) update(change func()) {
 	r.mu.Unlock()
 }
 
-// end records the end of up (nil when it did not open) and tells the
-// streams how long the record may be kept: its TTL, or less when up says
-// so (Aged). The upstream's context is released: an ended record keeps
-// nothing of its stream.
+// end tells the streams of the end of up (nil when it did not open), and
+// how long the record may be kept: its TTL, or less when up says so
+// (Aged).
 func (r *record) end(up Upstream, err error) {
 	var trailer metadata.MD
 	ttl := r.ttl
@@ -135,15 +134,7 @@ func (r *record) end(up Upstream, err error) {
 			}
 		}
 	}
-	r.update(func() {
-		r.ended, r.trailer, r.err = true, trailer, err
-		r.cancel()
-		r.cancel = nil
-		if r.streams.private != nil && r.streams.private(trailer) {
-			r.private, r.closed = true, true
-		}
-	})
-	r.streams.finish(r, ttl)
+	r.streams.finish(r, trailer, err, ttl)
 }
 
 // size is what a kept record counts against Limits.MaxHeldBytes: what it
@@ -212,6 +203,21 @@ func (rd *Reader) Header(ctx context.Context) (metadata.MD, error) {
 		return nil, ErrPrivate
 	}
 	return r.header, nil
+}
+
+// Left returns, once Next has returned io.EOF, how much longer the record
+// is kept for replay: 0 for a record that is not kept (it failed, outgrew
+// its bounds, was private, purged or dropped to make room, or its life is
+// over), or that has not ended. The proxy tells it to a peer that copies
+// the record (Aged).
+func (rd *Reader) Left() time.Duration {
+	s, r := rd.r.streams, rd.r
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.index < 0 {
+		return 0
+	}
+	return max(0, r.expires.Sub(s.now()))
 }
 
 // Source returns what the record's upstream said of itself (Sourced), once

@@ -13,10 +13,11 @@
 // Limits.MaxBytes and Limits.MaxMessages of messages. Past them it keeps
 // only the newest within the bounds, takes no new reader (a caller then
 // makes a stream of its own, Own) and is not kept after its end. A stream
-// that ended well within them is kept for its TTL and replayed whole to the
-// callers of that time, within Limits.MaxHeldBytes over all kept streams. A
-// purge (Streams.Purge) takes a kept record back, and detaches a live one:
-// its readers read it to its end, and the next caller starts a new record.
+// that ended well within them is kept for its TTL (or less, when its
+// upstream says so: Aged) and replayed whole to the callers of that time,
+// within Limits.MaxHeldBytes over all kept streams. A purge (Streams.Purge)
+// takes a kept record back, and detaches a live one: its readers read it
+// to its end, and the next caller starts a new record.
 // When the last reader of a live record leaves, the upstream is cancelled:
 // an endless stream nobody reads ends.
 //
@@ -107,9 +108,12 @@ type Sourced interface {
 }
 
 // Aged is an Upstream that says, once Recv has returned an error, how long
-// its record may be kept for replay at most (0: not at all). The record is
-// kept for the lesser of that and its TTL (Streams.Join); when ok is false
-// the upstream says nothing, and the record is kept for its TTL.
+// its record may be kept for replay at most: what is left of the life of
+// the record it copies (another Streams' Reader.Left, told by the proxy
+// of a peer), or 0 for a stream that must not be kept. The record is kept
+// for the lesser of that and its TTL (Streams.Join): a copy never outlives
+// what it copies. When ok is false the upstream says nothing, and the
+// record is kept for its TTL.
 type Aged interface {
 	Left() (left time.Duration, ok bool)
 }

@@ -356,10 +356,11 @@ func TestStreams_ConcurrentReadersJoinAndLeave(t *testing.T) {
 	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
 }
 
-func TestStreams_ARecordEndingBadlyIsNeverReplayedWhileFinishDropsIt(t *testing.T) {
-	// Between a record's end (its readers wake) and finish (it leaves the
-	// map) a caller may come: a failed or private record must not be
-	// replayed to it, it starts a stream of its own as leader.
+func TestStreams_ARecordEndingBadlyIsNeverReplayed(t *testing.T) {
+	// finish takes a failed or private record out of the map as it records
+	// its end. Should one be found there all the same, it is not replayed:
+	// the caller starts a stream of its own as leader, and the old record's
+	// finish leaves the new one alone.
 	for name, ending := range map[string]func(r *record){
 		"failed":  func(r *record) { r.err = errors.New("aborted") },
 		"private": func(r *record) { r.private, r.closed = true, true },
@@ -369,12 +370,12 @@ func TestStreams_ARecordEndingBadlyIsNeverReplayedWhileFinishDropsIt(t *testing.
 			old, _ := newRecord(s, "k", time.Hour)
 			old.ended = true
 			ending(old)
-			s.m["k"] = old // ended, and finish has not dropped it yet
+			s.m["k"] = old // ended, and still the key's
 			rd, o := s.Join("k", time.Hour, newSource(nil).open)
 			if o != Lead {
-				t.Fatalf("caller in the window: %v, want a stream of its own as leader", o)
+				t.Fatalf("caller of the ended record: %v, want a stream of its own as leader", o)
 			}
-			s.finish(old, old.ttl)
+			s.finish(old, old.trailer, old.err, old.ttl)
 			if s.m["k"] == old || s.m["k"] == nil {
 				t.Error("finish of the old record dropped the new one, or the new one is not the key's")
 			}

@@ -68,8 +68,9 @@ func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outco
 
 // joinRecord returns a Reader of r, the key's record, or reports false when
 // r has ended in a way that is never replayed (an error, or a private or
-// closed stream) and only waits for finish to drop it: the caller starts a
-// new record, and finish leaves that one alone. The caller holds s.mu.
+// closed stream), which finish takes out of the map as it records the end:
+// should one be found there, the caller starts a new record. The caller
+// holds s.mu.
 func (s *Streams) joinRecord(r *record) (*Reader, Outcome, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -131,24 +132,37 @@ func (s *Streams) Purge(match func(key string, header metadata.MD, known bool) b
 	return n
 }
 
-// finish is told by r's pump that its upstream ended: r is kept for replay
-// for ttl when it ended well within its bounds, ttl is not 0 and it is
-// still its key's record (not detached by a purge), and dropped otherwise.
-// The caller holds neither lock.
-func (s *Streams) finish(r *record, ttl time.Duration) {
+// finish records the end of r's upstream, told by its pump, with trailer
+// and err: r is kept for replay for ttl when it ended well within its
+// bounds, ttl is not 0 and it is still its key's record (not detached by a
+// purge), and dropped otherwise. Its end and that decision are made at
+// once, under s.mu, before its readers wake: a reader that read the end
+// and asks how long the record is kept (Reader.Left) is told. The
+// upstream's context is released: an ended record keeps nothing of its
+// stream. The caller holds neither lock.
+func (s *Streams) finish(r *record, trailer metadata.MD, err error, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.live, r)
-	r.mu.Lock()
-	keep := r.err == nil && !r.closed && ttl > 0 && s.m[r.key] == r
-	if keep {
+	r.update(func() {
+		r.ended, r.trailer, r.err = true, trailer, err
+		r.cancel()
+		r.cancel = nil
+		if s.private != nil && s.private(trailer) {
+			r.private, r.closed = true, true
+		}
+		if r.err != nil || r.closed || ttl <= 0 || s.m[r.key] != r {
+			s.forget(r)
+			return
+		}
 		// The messages' slices in an array of their own number: what
 		// append grew for a live stream is not held for its TTL.
 		r.frames = slices.Clone(r.frames)
-	}
-	size := r.size()
-	r.mu.Unlock()
-	if keep && size <= s.maxHeldBytes {
+		size := r.size()
+		if size > s.maxHeldBytes {
+			s.forget(r)
+			return
+		}
 		for s.heldBytes+size > s.maxHeldBytes {
 			s.drop(s.held.First())
 		}
@@ -156,8 +170,12 @@ func (s *Streams) finish(r *record, ttl time.Duration) {
 		s.heldBytes += size
 		r.heldSize = size
 		s.held.Push(r)
-		return
-	}
+	})
+}
+
+// forget takes r out of the map, if it is its key's record. The caller
+// holds s.mu.
+func (s *Streams) forget(r *record) {
 	if s.m[r.key] == r {
 		delete(s.m, r.key)
 	}
@@ -167,9 +185,7 @@ func (s *Streams) finish(r *record, ttl time.Duration) {
 // key is free for a new record, and r's upstream is cancelled. The caller
 // holds s.mu and r.mu.
 func (s *Streams) leave(r *record) {
-	if s.m[r.key] == r {
-		delete(s.m, r.key)
-	}
+	s.forget(r)
 	r.closed = true
 	r.cancel()
 }
@@ -185,7 +201,5 @@ func (s *Streams) sweep(now time.Time) {
 func (s *Streams) drop(r *record) {
 	s.held.Remove(r)
 	s.heldBytes -= r.heldSize
-	if s.m[r.key] == r {
-		delete(s.m, r.key)
-	}
+	s.forget(r)
 }

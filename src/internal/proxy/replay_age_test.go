@@ -1,0 +1,83 @@
+package proxy_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/collapser/collapser/src/internal/peers"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// agedStreams starts a proxy that replays StreamHellos and keeps an ended
+// stream for 2 s, on clock, whose peer is ring ("": its own peer port, as
+// agedProxy's in age_test.go).
+func agedStreams(t *testing.T, b *testBackend, clock *testkit.Clock, ring string) *runningProxy {
+	t.Helper()
+	return startProxy(t, b.addr, proxyConfig{
+		peered:     true,
+		ring:       ring,
+		policyFile: replayPolicy("2s"),
+		options:    func(o *proxy.Options) { o.Now = clock.Now },
+	})
+}
+
+// readAnn reads ann's stream of three messages through s, at the time the
+// test says, and checks that it came whole, without the owner's life.
+func readAnn(t *testing.T, s *runningProxy, at time.Duration) {
+	t.Helper()
+	got := readStream(t, s.client, "ann", 3)
+	if got.err != nil || len(got.messages) != 3 {
+		t.Fatalf("at %v: %d messages, %v; want 3", at, len(got.messages), got.err)
+	}
+	if v := got.trailer.Get(peers.LifeHeader); v != nil {
+		t.Errorf("at %v: the caller saw the owner's life trailer %q", at, v)
+	}
+}
+
+func TestPeers_ACopyOfAStreamLivesOnlyWhatIsLeftOfTheOwnersRecord(t *testing.T) {
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	b := startBackend(t, nil)
+	s := agedStreams(t, b, clock, "")
+	streams := func(at time.Duration, want int64) {
+		t.Helper()
+		if n := b.Calls.StreamHellos.Load(); n != want {
+			t.Errorf("at %v: backend streams = %d, want %d", at, n, want)
+		}
+	}
+	readAnn(t, s, 0)
+	streams(0, 1)
+	// At 1.2 s this replica copies the owner's record again: 0.8 s are left
+	// of its life, and the copy lives no longer.
+	clock.Advance(1200 * time.Millisecond)
+	if n := s.proxy.PurgeMethod(methodStreamHellos, proxy.Purge{Scope: proxy.Callers}); n != 1 {
+		t.Fatalf("purged %d copies, want 1", n)
+	}
+	readAnn(t, s, 1200*time.Millisecond)
+	streams(1200*time.Millisecond, 1)
+	clock.Advance(799 * time.Millisecond)
+	readAnn(t, s, 1999*time.Millisecond)
+	streams(1999*time.Millisecond, 1)
+	clock.Advance(time.Millisecond)
+	readAnn(t, s, 2*time.Second)
+	streams(2*time.Second, 2) // the record's life is over everywhere
+}
+
+func TestPeers_ACopyOfAStreamFromAnOwnerThatSaysNothingLivesItsTTL(t *testing.T) {
+	// The ring's one peer is the backend itself: an older owner, whose
+	// streams carry no life trailer.
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	b := startBackend(t, nil)
+	s := agedStreams(t, b, clock, b.addr)
+	readAnn(t, s, 0)
+	clock.Advance(2*time.Second - time.Millisecond)
+	readAnn(t, s, 2*time.Second-time.Millisecond)
+	if n := b.Calls.StreamHellos.Load(); n != 1 {
+		t.Errorf("backend streams = %d, want 1: the copy is kept for its TTL", n)
+	}
+	clock.Advance(time.Millisecond)
+	readAnn(t, s, 2*time.Second)
+	if n := b.Calls.StreamHellos.Load(); n != 2 {
+		t.Errorf("backend streams = %d, want 2 after the TTL", n)
+	}
+}
