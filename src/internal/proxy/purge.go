@@ -130,5 +130,6 @@ func (s Scope) match(key string) (string, bool) {
 // purges it missed.
 func (p *Proxy) PurgeAll() int {
 	all := func(string) bool { return true }
-	return p.group.PurgeMatching(func(string, *Response) bool { return true }, all, false)
+	return p.group.PurgeMatching(func(string, *Response) bool { return true }, all, false) +
+		p.streams.Purge(func(string, metadata.MD, bool) bool { return true })
 }

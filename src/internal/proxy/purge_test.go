@@ -90,3 +90,30 @@ func TestPurge_AnAnswerWithTooManyTagsIsNeverKept(t *testing.T) {
 		t.Errorf("backend calls = %d, want 2: a purge by tag could not find such an answer, so it is not kept", got)
 	}
 }
+
+func TestPurge_AllTakesBackEveryAnswerAndRecord(t *testing.T) {
+	b := startBackend(t, nil)
+	keep := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}
+	s := startProxy(t, b.addr, proxyConfig{policy: &keep, policyFile: replayPolicy("1h")})
+	ctx := testkit.Context(t)
+	for range 2 {
+		if r := sayHello(ctx, s.client, "ann", ""); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if got := readStream(t, s.client, "ann", 3); got.err != nil {
+			t.Fatal(got.err)
+		}
+	}
+	if n := s.proxy.PurgeAll(); n != 2 {
+		t.Errorf("PurgeAll took back %d, want 2: the answer and the record", n)
+	}
+	if r := sayHello(ctx, s.client, "ann", ""); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := readStream(t, s.client, "ann", 3); got.err != nil {
+		t.Fatal(got.err)
+	}
+	if calls, streams := b.Calls.SayHello.Load(), b.Calls.StreamHellos.Load(); calls != 2 || streams != 2 {
+		t.Errorf("backend calls %d, streams %d after PurgeAll; want 2 and 2", calls, streams)
+	}
+}
