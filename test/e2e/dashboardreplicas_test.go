@@ -104,6 +104,9 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 		// One burst of one key: nothing shows that a method's calls do not
 		// share, and every pod forwards every collapsed method.
 		expect("Forwarded methods", everySeriesPeaksAt("A", replicas)),
+		// Every pod holds a lease from each other one, and none ran out.
+		expect("Leases each pod holds", everySeriesPeaksAt("A", replicas-1), seriesCount("A", replicas)),
+		expect("Lease lapses", total(source{"the pods reach each other", 0})),
 	}
 }
 
@@ -123,6 +126,8 @@ func onePodExpectations(burst *demo.Report, truth int64) []expectation {
 		expect("Forwarded and peer-served calls/s", noSeries("A", "B", "C")),
 		expect("Replicas each pod lists", noSeries("A")),
 		expect("Forwarded methods", noSeries("A")),
+		expect("Leases each pod holds", noSeries("A")),
+		expect("Lease lapses", total(none)),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/admin"
+	"github.com/collapser/collapser/src/internal/coherence"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/policy"
@@ -60,6 +61,9 @@ type PeerState struct {
 	// Forwarded says, for every method it has forwarded calls of, whether
 	// they are forwarded still (the forwarding package).
 	Forwarded map[string]bool
+	// Leases are the leases it holds from the other replicas (package
+	// coherence); nil when purges stay on this replica (no peer token).
+	Leases *coherence.Stats
 }
 
 // Recorder records the sidecar's request, backend call and policy metrics.
@@ -85,6 +89,7 @@ type Recorder struct {
 	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
 	spansDropped                                         *prometheus.Desc
 	peerMembers, peerForwarding                          *prometheus.Desc
+	peerLeases, peerCoherent, peerLapses                 *prometheus.Desc
 }
 
 // counterVec is a counter vector named name, with help and labels.
@@ -161,8 +166,17 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 			"Replicas the peer connection last resolved, this one included (resolved again every 2 s, and when a connection to one is lost).",
 			nil, nil),
 		peerForwarding: prometheus.NewDesc("collapser_peer_forwarding",
-			"1 while a collapsed method's calls of keys another replica owns are forwarded to that owner, 0 while they are made here because at most 1 in 20 of its forwarded calls shared the owner's backend call lately (a sample of keys is forwarded still), by method.",
+			"1 while a collapsed method's calls of keys another replica owns are forwarded to that owner, 0 while they are made here because at most 1 in 20 of its forwarded calls shared the owner's backend call lately (a sample of keys, and the keys shared here, are forwarded still), by method.",
 			[]string{"method"}, nil),
+		peerLeases: prometheus.NewDesc("collapser_peer_leases",
+			"Replicas this sidecar holds a lease from: it fetches from each, every second, the purges it missed (with a peer token).",
+			nil, nil),
+		peerCoherent: prometheus.NewDesc("collapser_peer_coherent",
+			"1 while every lease this sidecar holds lasts; 0 once one ran out (a replica it could not reach for 10 s): it then serves nothing it kept and shares no call until every replica is reached again.",
+			nil, nil),
+		peerLapses: prometheus.NewDesc("collapser_peer_lease_lapses_total",
+			"Times a lease from another replica ran out, each time taking back everything this sidecar kept.",
+			nil, nil),
 	}
 	if s.methods == nil {
 		s.methods = methodlabel.New(methodlabel.MaxUnknown)
@@ -278,8 +292,9 @@ func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
 		ch <- s.spansDropped
 	}
 	if s.sources.Peers != nil {
-		ch <- s.peerMembers
-		ch <- s.peerForwarding
+		for _, d := range []*prometheus.Desc{s.peerMembers, s.peerForwarding, s.peerLeases, s.peerCoherent, s.peerLapses} {
+			ch <- d
+		}
 	}
 }
 
@@ -337,12 +352,22 @@ func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// collectPeers exports the peer connection's state: its members, and
+// collectPeers exports the peer connection's state: its members, the
+// leases held (with a peer token), and
 // whether each collapsed method of rules, and each other method it counted,
 // is forwarded (a method starts forwarded), under the label the method's
 // other series have.
 func (s *Recorder) collectPeers(ch chan<- prometheus.Metric, ps PeerState, rules map[string]policy.Rule) {
 	ch <- prometheus.MustNewConstMetric(s.peerMembers, prometheus.GaugeValue, float64(ps.Members))
+	if l := ps.Leases; l != nil {
+		coherent := 0.0
+		if l.Coherent {
+			coherent = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.peerLeases, prometheus.GaugeValue, float64(l.Held))
+		ch <- prometheus.MustNewConstMetric(s.peerCoherent, prometheus.GaugeValue, coherent)
+		ch <- prometheus.MustNewConstMetric(s.peerLapses, prometheus.CounterValue, float64(l.Lapses))
+	}
 	forwarded := map[string]bool{}
 	for m, r := range rules {
 		if r.Action == policy.Collapse && len(m) <= methodlabel.MaxBytes {

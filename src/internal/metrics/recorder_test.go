@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
+	"github.com/collapser/collapser/src/internal/coherence"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/policy"
@@ -413,5 +414,37 @@ collapser_peer_members 3
 	}
 	if len(got) != 2 || got[sayHello] != 0 || got["/hello.v1.Greeter/GetGreeting"] != 1 {
 		t.Errorf("collapser_peer_forwarding = %v, want SayHello 0 (counted) and GetGreeting 1 (not counted yet: forwarded)", got)
+	}
+}
+
+func TestRecorder_PeerLeases(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		leases *coherence.Stats
+		want   string
+	}{
+		{"no peer token: no leases", nil, ""},
+		{"every lease lasts", &coherence.Stats{Held: 2, Coherent: true, Lapses: 1}, "collapser_peer_coherent 1\ncollapser_peer_lease_lapses_total 1\ncollapser_peer_leases 2\n"},
+		{"a lease ran out", &coherence.Stats{Held: 2, Lapses: 2}, "collapser_peer_coherent 0\ncollapser_peer_lease_lapses_total 2\ncollapser_peer_leases 2\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, reg := newTestRecorderWith(t, Sources{Peers: func() PeerState { return PeerState{Members: 3, Leases: tt.leases} }})
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			for _, f := range families {
+				switch name := f.GetName(); name {
+				case "collapser_peer_coherent", "collapser_peer_leases":
+					fmt.Fprintf(&got, "%s %v\n", name, f.GetMetric()[0].GetGauge().GetValue())
+				case "collapser_peer_lease_lapses_total":
+					fmt.Fprintf(&got, "%s %v\n", name, f.GetMetric()[0].GetCounter().GetValue())
+				}
+			}
+			if got.String() != tt.want {
+				t.Errorf("leases:\n%s\nwant:\n%s", got.String(), tt.want)
+			}
+		})
 	}
 }

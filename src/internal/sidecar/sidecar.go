@@ -203,10 +203,11 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err != nil {
 		return nil, fmt.Errorf("method kinds: %w", err)
 	}
-	// The metrics read the proxy's state and the rules at scrape time,
-	// which starts once Serve runs, after both exist.
+	// The metrics read the proxy's state, the rules and the leases at scrape
+	// time, which starts once Serve runs, after they exist.
 	var p *proxy.Proxy
 	var decider *policy.Decider
+	var others *admin.Replicas
 	registry := metrics.NewRegistry()
 	sources := metrics.Sources{
 		Stats:   func() collapse.Stats { return p.Stats() },
@@ -219,7 +220,12 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	}
 	if peerConn != nil {
 		sources.Peers = func() metrics.PeerState {
-			return metrics.PeerState{Members: peerConn.Members(), Forwarded: p.Forwarded()}
+			ps := metrics.PeerState{Members: peerConn.Members(), Forwarded: p.Forwarded()}
+			if others != nil {
+				leases := others.Stats()
+				ps.Leases = &leases
+			}
+			return ps
 		}
 	}
 	observer, err := metrics.NewRecorder(registry, sources)
@@ -277,7 +283,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	others, err := replicas(cfg, token, p, logger, sm)
+	others, err = replicas(cfg, token, p, logger, sm)
 	if err != nil {
 		return nil, err
 	}

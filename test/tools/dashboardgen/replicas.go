@@ -10,7 +10,7 @@ import (
 // replicasPanels returns the panels of the Replicas row, collapsing across
 // pods: calls forwarded to their key's owner, the share other pods answered,
 // fallbacks, calls served for peers, each pod's backend calls, the replicas
-// each pod lists and which methods are forwarded.
+// each pod lists, which methods are forwarded, and the leases each holds.
 func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		countStat(31, "Forwarded calls", l.at(0, 0, 6, 4)).
@@ -116,6 +116,27 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 			Min(0).
 			Targets(queries(
 				series(`sum by (method) (collapser_peer_forwarding{method=~"$method"})`, "{{method}}"),
+			)),
+		graph(54, "Leases each pod holds", l.at(0, 20, 12, 8), units.Short).
+			Description(`The replicas each pod holds a lease from (collapser_peer_leases): every second each ` +
+				`pod asks every other for the purges it missed, and each answer is a lease of 10 s. A pod ` +
+				`whose lease from another ran out (it could not reach it) takes back everything it kept, ` +
+				`and shares and keeps nothing until it reaches every pod again: see Lease lapses. With N ` +
+				`pods each line sits at N-1. No data without peers or without a peer token.`).
+			Min(0).
+			Targets(queries(
+				series(`max by (instance) (collapser_peer_leases)`, "{{instance}}"),
+			)),
+		countStat(55, "Lease lapses", l.at(12, 20, 12, 8)).
+			Description(`Times a pod's lease from another ran out in the time range ` +
+				`(collapser_peer_lease_lapses_total, summed over the pods): each time, the pod took back ` +
+				`everything it kept, and its callers' calls were calls of their own (collapser_peer_coherent ` +
+				`0) until it reached every pod again. A purge waits at most one lease for a pod it cannot ` +
+				`reach, and names it (PurgeResponse.missed). 0 while the pods reach each other. ` +
+				exactTotal).
+			Thresholds(thresholds("green", from(1, "orange"))).
+			Targets(queries(
+				instant(`sum(increase(collapser_peer_lease_lapses_total[$__range] anchored)) or vector(0)`, "lapses"),
 			)),
 	}
 }
