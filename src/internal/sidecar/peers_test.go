@@ -44,7 +44,7 @@ func startReplicas(t *testing.T, peered bool, backends ...*testkit.Greeter) []*r
 // startSidecars starts a sidecar in front of each backend, with the
 // settings edit makes; the sidecars are each other's peers (a static list,
 // every replica included) when peered, or alone.
-func startSidecars(t *testing.T, backends []string, peered bool, edit func(*config.Settings)) []*replica {
+func startSidecars(t *testing.T, backends []string, peered bool, edit func(*config.Settings), opts ...sidecarOption) []*replica {
 	t.Helper()
 	peerLis := make([]net.Listener, len(backends))
 	addrs := make([]string, len(backends))
@@ -54,9 +54,9 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 	}
 	rs := make([]*replica, len(backends))
 	for i, backend := range backends {
-		var opts []sidecarOption
+		opts := opts
 		if peered {
-			opts = append(opts, peerListener(peerLis[i]))
+			opts = append(opts[:len(opts):len(opts)], peerListener(peerLis[i]))
 		} else {
 			peerLis[i].Close()
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/collapser/collapser/src/internal/backendhealth"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/metrics"
@@ -261,6 +262,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	p, err = proxy.New(proxy.Options{
 		Backend:           backend,
 		Peers:             peerRing,
+		Forwarding:        forwarding.New(sm.now),
 		Rules:             decider,
 		KeyRule:           rule,
 		Cache:             cfg.Cache,
