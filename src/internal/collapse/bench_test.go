@@ -42,8 +42,8 @@ func BenchmarkGroupHit(b *testing.B) {
 	g.Do(ctx, "key", benchOpts, benchCall)
 	b.ReportAllocs()
 	for b.Loop() {
-		sv, err := g.Do(ctx, "key", benchOpts, benchCall)
-		mustOutcome(b, sv.Outcome, Hit, err)
+		_, o, err := g.Do(ctx, "key", benchOpts, benchCall)
+		mustOutcome(b, o, Hit, err)
 	}
 }
 
@@ -63,13 +63,13 @@ func BenchmarkGroupStale(b *testing.B) {
 		return benchVal, nil
 	}
 	time.Sleep(time.Microsecond) // past the TTL
-	sv, err := g.Do(ctx, "key", opts, refresh)
-	mustOutcome(b, sv.Outcome, Stale, err)
+	_, o, err := g.Do(ctx, "key", opts, refresh)
+	mustOutcome(b, o, Stale, err)
 	<-started
 	b.ReportAllocs()
 	for b.Loop() {
-		sv, err := g.Do(ctx, "key", opts, benchCall)
-		mustOutcome(b, sv.Outcome, Stale, err)
+		_, o, err := g.Do(ctx, "key", opts, benchCall)
+		mustOutcome(b, o, Stale, err)
 	}
 }
 
@@ -88,8 +88,8 @@ func BenchmarkGroupHitParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			if sv, err := g.Do(ctx, keys[i&1023], benchOpts, benchCall); sv.Outcome != Hit || err != nil {
-				b.Errorf("outcome %v, err %v; want a hit", sv.Outcome, err)
+			if _, o, err := g.Do(ctx, keys[i&1023], benchOpts, benchCall); o != Hit || err != nil {
+				b.Errorf("outcome %v, err %v; want a hit", o, err)
 				return
 			}
 		}
@@ -113,9 +113,9 @@ func BenchmarkGroupJoin(b *testing.B) {
 	cancel()
 	b.ReportAllocs()
 	for b.Loop() {
-		sv, err := g.Do(done, "key", nil, benchCall)
-		if sv.Outcome != Join || err != context.Canceled {
-			b.Fatalf("outcome %v, err %v; want joined, canceled", sv.Outcome, err)
+		_, o, err := g.Do(done, "key", nil, benchCall)
+		if o != Join || err != context.Canceled {
+			b.Fatalf("outcome %v, err %v; want joined, canceled", o, err)
 		}
 	}
 	b.StopTimer()
@@ -129,8 +129,8 @@ func BenchmarkGroupLead(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		sv, err := g.Do(ctx, "key", nil, benchCall)
-		mustOutcome(b, sv.Outcome, Lead, err)
+		_, o, err := g.Do(ctx, "key", nil, benchCall)
+		mustOutcome(b, o, Lead, err)
 	}
 }
 

@@ -59,7 +59,7 @@ func (g *Group[V]) complete(e *entry[V]) {
 		}
 		switch {
 		case keep && !e.detached && g.admit(s, e, size, now, w):
-			e.kept, e.pass = w, false
+			e.pass = false
 		case private && !e.detached:
 			g.unlink(s, e)
 			g.mark(s, e.key, now)
@@ -68,7 +68,10 @@ func (g *Group[V]) complete(e *entry[V]) {
 		}
 	default:
 		if p := e.prev; p != nil && now < p.sieEnd && (e.opts.StaleOn == nil || e.opts.StaleOn(e.err)) {
-			e.val, e.err, e.answer, e.kept = p.val, nil, answerStale, p.left(now)
+			e.val, e.err, e.answer = p.val, nil, answerStale
+			// e serves p's value for what is left of its stale-if-error
+			// window (Copy.Left).
+			e.fresh, e.swrEnd, e.sieEnd = now, now, p.sieEnd
 		}
 		g.unlink(s, e)
 	}
@@ -156,6 +159,7 @@ func (g *Group[V]) evict(s *shard[V], e *entry[V]) {
 	}
 	s.heap.Remove(e)
 	e.state = stateDone
+	e.fresh, e.swrEnd, e.sieEnd = 0, 0, 0 // nothing is left of it (Copy.Left)
 	switch cur := s.m[e.key]; {
 	case cur == e:
 		delete(s.m, e.key)

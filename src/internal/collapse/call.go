@@ -89,7 +89,7 @@ func (c *Call) Own() bool {
 
 // Refresh reports whether the call replaces a result the Group holds, past
 // its TTL or purged: a call that asks another cache for the answer asks it
-// for a fresh one (as DoFresh does), since the stale one is here already.
+// for a fresh one (Copy.Fresh), since the stale one is here already.
 func (c *Call) Refresh() bool {
 	return c.refresh
 }

@@ -24,10 +24,11 @@
 // rather than queue behind a call whose answer they most likely cannot
 // share, until an answer that may be shared replaces the marker.
 //
-// A caller learns how it was served and what is left of the windows of the
-// value it got (Served.Left), which another cache copying the value keeps
-// it for, never a new life; DoFresh serves such a cache when it refreshes
-// its copy, never with a stale result.
+// A caller that keeps a copy of the result, another cache, asks through
+// DoCopy: it learns what is left of the windows of the value it got
+// (Copy.Left), which it keeps its copy for, never a new life; and when it
+// refreshes its copy it asks for a fresh result (Copy.Fresh), never served
+// a stale one.
 //
 // Everything a client can make a Group hold is bounded where it is created:
 // results and pass markers by count and by bytes (key, value and

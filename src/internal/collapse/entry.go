@@ -42,8 +42,7 @@ type entry[V any] struct {
 	// Written once before done is closed.
 	val    V
 	err    error
-	answer answer  // what val is to the waiters
-	kept   Windows // what val is served for from the call's end; zero when not kept
+	answer answer // what val is to the waiters
 
 	// Guarded by shard.mu.
 	state    state
@@ -105,8 +104,11 @@ func (e *entry[V]) leaders() int32 {
 	return 1
 }
 
-// left returns what is left at now of the windows the held result e is
-// served for. The caller holds e.shard.mu.
+// left returns what is left at now of the windows the result e is served
+// for: nothing once it is not held (its windows are zero, or end at once,
+// as complete leaves them), except the stale-if-error window of the result
+// a failed call e served instead of its error. The caller holds
+// e.shard.mu, or e is done and out of the map.
 func (e *entry[V]) left(now int64) Windows {
 	from := max(now, e.fresh) // the stale windows start when it goes stale
 	return Windows{

@@ -13,10 +13,10 @@ func Example() {
 
 	opts := &collapse.CallOptions{TTL: 100 * time.Millisecond}
 	load := func(*collapse.Call) (string, error) { return "answer", nil }
-	sv, err := g.Do(context.Background(), "/hello.v1.Greeter/SayHello", opts, load)
-	fmt.Println(sv.Value, sv.Outcome, err)
-	sv, err = g.Do(context.Background(), "/hello.v1.Greeter/SayHello", opts, load)
-	fmt.Println(sv.Value, sv.Outcome, err)
+	v, outcome, err := g.Do(context.Background(), "/hello.v1.Greeter/SayHello", opts, load)
+	fmt.Println(v, outcome, err)
+	v, outcome, err = g.Do(context.Background(), "/hello.v1.Greeter/SayHello", opts, load)
+	fmt.Println(v, outcome, err)
 	// Output:
 	// answer leader <nil>
 	// answer cache_hit <nil>

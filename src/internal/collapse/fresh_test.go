@@ -10,13 +10,14 @@ import (
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-// doFresh calls g.DoFresh and returns its result as one value.
+// doFresh calls g.DoCopy, asking for a fresh result, and returns its
+// result as one value.
 func doFresh(g *Group[string], key string, opts *CallOptions, fn func(*Call) (string, error)) result {
-	sv, err := g.DoFresh(context.Background(), key, opts, fn)
-	return result{sv.Value, sv.Outcome, err}
+	v, o, err := g.DoCopy(context.Background(), key, opts, fn, &Copy{Fresh: true})
+	return result{v, o, err}
 }
 
-func TestGroup_DoFreshNeverServesAStaleResult(t *testing.T) {
+func TestGroup_DoCopyFreshNeverServesAStaleResult(t *testing.T) {
 	opts := &CallOptions{TTL: time.Second, StaleWhileRevalidate: time.Hour, StaleIfError: time.Hour}
 	for _, tt := range []struct {
 		name  string
@@ -46,7 +47,7 @@ func TestGroup_DoFreshNeverServesAStaleResult(t *testing.T) {
 	}
 }
 
-func TestGroup_DoFreshJoinsTheRefreshOthersAreServedStaleDuring(t *testing.T) {
+func TestGroup_DoCopyFreshJoinsTheRefreshOthersAreServedStaleDuring(t *testing.T) {
 	g, clock := newTestGroup(t, Options[string]{})
 	opts := &CallOptions{TTL: time.Second, StaleWhileRevalidate: time.Hour}
 	do(g, "k", opts, value("old", nil))
@@ -58,7 +59,7 @@ func TestGroup_DoFreshJoinsTheRefreshOthersAreServedStaleDuring(t *testing.T) {
 	}
 	testkit.Recv(t, "the refresh to start", refresh.started)
 	fresh := doFreshAsync(g, context.Background(), "k", opts, refresh.fn)
-	// DoFresh joins the refresh rather than take the stale result.
+	// A fresh copy joins the refresh rather than take the stale result.
 	waitWaiters(t, g, 1)
 	close(refresh.release)
 	if r := testkit.Recv(t, "the fresh caller's result", fresh); r != (result{"new", Join, nil}) {
@@ -69,7 +70,7 @@ func TestGroup_DoFreshJoinsTheRefreshOthersAreServedStaleDuring(t *testing.T) {
 	}
 }
 
-func TestGroup_DoFreshMayGetTheLastResultWhenTheCallFails(t *testing.T) {
+func TestGroup_DoCopyFreshMayGetTheLastResultWhenTheCallFails(t *testing.T) {
 	// stale-if-error is a promise to every caller of a call that fails.
 	g, clock := newTestGroup(t, Options[string]{})
 	opts := &CallOptions{TTL: time.Second, StaleIfError: time.Hour}
@@ -80,16 +81,17 @@ func TestGroup_DoFreshMayGetTheLastResultWhenTheCallFails(t *testing.T) {
 	}
 }
 
-func TestGroup_ServedSaysWhatIsLeftOfTheWindows(t *testing.T) {
+func TestGroup_DoCopySaysWhatIsLeftOfTheWindows(t *testing.T) {
 	g, clock := newTestGroup(t, Options[string]{Private: isPrivate})
 	opts := &CallOptions{TTL: 10 * time.Second, StaleWhileRevalidate: 20 * time.Second, StaleIfError: 30 * time.Second}
 	left := func(key, v string, fn func(*Call) (string, error)) (Outcome, Windows) {
 		t.Helper()
-		sv, err := g.Do(context.Background(), key, opts, fn)
-		if err != nil || sv.Value != v {
-			t.Fatalf("%s: %+v, %v; want %q", key, sv, err, v)
+		var c Copy
+		got, o, err := g.DoCopy(context.Background(), key, opts, fn, &c)
+		if err != nil || got != v {
+			t.Fatalf("%s: %q, %v; want %q", key, got, err, v)
 		}
-		return sv.Outcome, sv.Left
+		return o, c.Left
 	}
 	full := Windows{TTL: 10 * time.Second, StaleWhileRevalidate: 20 * time.Second, StaleIfError: 30 * time.Second}
 	steps := []struct {
@@ -119,5 +121,28 @@ func TestGroup_ServedSaysWhatIsLeftOfTheWindows(t *testing.T) {
 	// A value the Group does not keep has nothing left.
 	if o, w := left("private", "private", value("private", nil)); o != Lead || w != (Windows{}) {
 		t.Errorf("private value: %v with %+v left, want nothing", o, w)
+	}
+}
+
+func TestGroup_DoCopyOfAJoinedCallSaysWhatIsLeftOfItsResult(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{})
+	opts := &CallOptions{TTL: 10 * time.Second, StaleIfError: 30 * time.Second}
+	call := newGate("v", nil)
+	leader := doAsync(g, context.Background(), "k", opts, call.fn)
+	testkit.Recv(t, "the call to start", call.started)
+	var c Copy
+	joined := async(func() (string, Outcome, error) { return g.DoCopy(context.Background(), "k", opts, call.fn, &c) })
+	waitWaiters(t, g, 2)
+	close(call.release)
+	testkit.Recv(t, "the leader's result", leader)
+	if r := testkit.Recv(t, "the joined result", joined); r != (result{"v", Join, nil}) || c.Left != opts.Windows() {
+		t.Errorf("joined: %+v with %+v left, want v, joined, with the whole windows %+v", r, c.Left, opts.Windows())
+	}
+	// Once purged, nothing is left of the result.
+	g.Purge("k", false)
+	c = Copy{}
+	g.DoCopy(context.Background(), "k", opts, value("new", nil), &c)
+	if c.Left != opts.Windows() {
+		t.Errorf("after the purge, the new result has %+v left, want %+v", c.Left, opts.Windows())
 	}
 }

@@ -89,18 +89,30 @@ func New[V any](opts Options[V]) *Group[V] {
 // cancelled (unless opts.Finish). fn's error reaches every caller that waits
 // for it and is never kept; a panic in fn reaches them as a *PanicError.
 // opts may be nil (share the call while it runs, keep nothing).
-func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
-	return g.do(ctx, key, opts, fn, false)
+func (g *Group[V]) Do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
+	return g.do(ctx, key, opts, fn, nil)
 }
 
-// DoFresh is Do for a caller that holds a stale copy of key's result of
-// its own and asks for a fresh one, as a replica refreshing its copy asks
-// the key's owner: it is never answered with a result past its TTL (nor
-// soft-purged), but joins the call that refreshes it, or leads one. Only a
-// call that fails may still be answered with the last result, within
-// StaleIfError, as every caller of that call is.
-func (g *Group[V]) DoFresh(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
-	return g.do(ctx, key, opts, fn, true)
+// Copy is what a caller that keeps a copy of the result asks of DoCopy,
+// and learns: another cache, such as a replica that forwarded its call to
+// the key's owner.
+type Copy struct {
+	// Fresh asks for a fresh result: the caller's own copy is stale or
+	// purged, so a result past its TTL (or soft-purged) here is no answer;
+	// the caller joins the call that refreshes it, or leads one. Only a call
+	// that fails may still be answered with the last result, within
+	// StaleIfError, as every caller of that call is.
+	Fresh bool
+	// Left is set to what is left, when DoCopy returns, of the windows the
+	// value is served for here (a Hit's TTL less its age): the copy lives
+	// no longer. Zero for a value not kept (an error, a private or own
+	// call's value).
+	Left Windows
+}
+
+// DoCopy is Do for a caller that keeps a copy of the result, as c says.
+func (g *Group[V]) DoCopy(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (V, Outcome, error) {
+	return g.do(ctx, key, opts, fn, c)
 }
 
 // Alone makes a call for the caller alone, with fn: nobody shares it, it
@@ -108,18 +120,18 @@ func (g *Group[V]) DoFresh(ctx context.Context, key string, opts *CallOptions, f
 // nothing now. It takes a slot as any call does, within opts.Timeout. Its
 // outcome is Own; its Call is not Own (it is made as a shared call would
 // be: where the caller's calls are made).
-func (g *Group[V]) Alone(ctx context.Context, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
+func (g *Group[V]) Alone(ctx context.Context, opts *CallOptions, fn func(*Call) (V, error)) (V, Outcome, error) {
 	if opts == nil {
 		opts = &noOptions
 	}
 	return g.call1(ctx, opts, Own, false, fn)
 }
 
-// do is Do, or DoFresh when fresh.
-func (g *Group[V]) do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (Served[V], error) {
-	e, sv, err := g.enter(ctx, key, opts, fn, fresh)
+// do is Do, and DoCopy when c is not nil.
+func (g *Group[V]) do(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (V, Outcome, error) {
+	e, v, o, err := g.enter(ctx, key, opts, fn, c)
 	if e == nil {
-		return sv, err
+		return v, o, err
 	}
 	// The caller leads e's call, on its own goroutine and stack, below this
 	// frame and call's alone: each frame more makes a deeper stack, likelier
@@ -129,13 +141,13 @@ func (g *Group[V]) do(ctx context.Context, key string, opts *CallOptions, fn fun
 		g.call(e)
 	}
 	g.waiters.Add(-1)
-	return led(ctx, e)
+	return g.led(ctx, e, c)
 }
 
 // enter is do's way to key's entry: it returns the entry of the call the
 // caller is to lead, or nil and what the caller got (a result, or the
 // outcome of the call it joined or made of its own).
-func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (*entry[V], Served[V], error) {
+func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (*entry[V], V, Outcome, error) {
 	if opts == nil {
 		opts = &noOptions
 	}
@@ -148,27 +160,29 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 	case e == nil:
 	case e.state == stateHeld:
 		if now < e.fresh && !e.pass {
-			sv := Served[V]{Value: e.val, Outcome: Hit, Left: e.left(now)}
+			v := e.val
+			c.left(e, now)
 			s.mu.RUnlock()
-			return nil, sv, nil
+			return nil, v, Hit, nil
 		}
 	case e.pass: // a call whose answer may not be shared, like the last one
 		s.mu.RUnlock()
-		sv, err := g.own(ctx, opts, Pass, fn)
-		return nil, sv, err
+		v, o, err := g.own(ctx, opts, Pass, fn)
+		return nil, v, o, err
 	default: // a call in flight, maybe with an earlier result to serve meanwhile
-		if p := e.prev; p != nil && now < p.swrEnd && !fresh {
-			sv := Served[V]{Value: p.val, Outcome: Stale, Left: p.left(now)}
+		if p := e.prev; p != nil && now < p.swrEnd && !c.fresh() {
+			v := p.val
+			c.left(p, now)
 			s.mu.RUnlock()
-			return nil, sv, nil
+			return nil, v, Stale, nil
 		}
 		n := e.waiting.Add(1) // under the read lock: abandon cannot run meanwhile
 		s.mu.RUnlock()
-		sv, err := g.join(ctx, e, n, opts, fn)
-		return nil, sv, err
+		v, o, err := g.join(ctx, e, n, opts, fn, c)
+		return nil, v, o, err
 	}
 	s.mu.RUnlock()
-	return g.doLocked(ctx, s, key, now, opts, fn, fresh)
+	return g.doLocked(ctx, s, key, now, opts, fn, c)
 }
 
 // noOptions stands in for nil CallOptions.
@@ -176,7 +190,7 @@ var noOptions CallOptions
 
 // doLocked is enter's path under the write lock: a result past its TTL, a
 // pass marker, or no entry at all.
-func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error), fresh bool) (*entry[V], Served[V], error) {
+func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (*entry[V], V, Outcome, error) {
 	s.mu.Lock()
 	g.sweep(s, now)
 	e := s.m[key]
@@ -190,10 +204,11 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 		g.evict(s, e)
 		pass = true
 	case e.state == stateHeld && now < e.fresh:
-		sv := Served[V]{Value: e.val, Outcome: Hit, Left: e.left(now)}
+		v := e.val
+		c.left(e, now)
 		s.mu.Unlock()
-		return nil, sv, nil
-	case e.state == stateHeld && now < e.swrEnd && !fresh:
+		return nil, v, Hit, nil
+	case e.state == stateHeld && now < e.swrEnd && !c.fresh():
 		// One background call refreshes the result, if a slot is free now:
 		// refreshes never queue.
 		if g.trySlot() {
@@ -202,25 +217,27 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 			s.m[key] = r
 			go g.call(r) // nobody waits: the refresh has its own goroutine
 		}
-		sv := Served[V]{Value: e.val, Outcome: Stale, Left: e.left(now)}
+		v := e.val
+		c.left(e, now)
 		s.mu.Unlock()
-		return nil, sv, nil
+		return nil, v, Stale, nil
 	case e.state == stateHeld:
 		prev = e // past its TTL: kept to serve stale meanwhile, or for StaleIfError
 	case e.pass:
 		s.mu.Unlock()
-		sv, err := g.own(ctx, opts, Pass, fn)
-		return nil, sv, err
+		v, o, err := g.own(ctx, opts, Pass, fn)
+		return nil, v, o, err
 	default:
-		if p := e.prev; p != nil && now < p.swrEnd && !fresh {
-			sv := Served[V]{Value: p.val, Outcome: Stale, Left: p.left(now)}
+		if p := e.prev; p != nil && now < p.swrEnd && !c.fresh() {
+			v := p.val
+			c.left(p, now)
 			s.mu.Unlock()
-			return nil, sv, nil
+			return nil, v, Stale, nil
 		}
 		n := e.waiting.Add(1)
 		s.mu.Unlock()
-		sv, err := g.join(ctx, e, n, opts, fn)
-		return nil, sv, err
+		v, o, err := g.join(ctx, e, n, opts, fn, c)
+		return nil, v, o, err
 	}
 	e = g.newEntry(s, key, opts, fn, prev)
 	e.pass = pass
@@ -228,7 +245,8 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 	e.call.leader, e.call.leaver = ctx, e
 	s.m[key] = e
 	s.mu.Unlock()
-	return e, Served[V]{Outcome: Lead}, nil
+	var zero V
+	return e, zero, Lead, nil
 }
 
 // led returns what the leader of e's call gets once the call has
@@ -236,14 +254,40 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 // context ends first, its caller has its answer already (its client ended
 // the call), and the goroutine went on with the call for the followers,
 // until the last of them left too.
-func led[V any](ctx context.Context, e *entry[V]) (Served[V], error) {
+func (g *Group[V]) led(ctx context.Context, e *entry[V], c *Copy) (V, Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return Served[V]{Outcome: Lead}, err
+		var zero V
+		return zero, Lead, err
 	}
+	g.completed(e, c)
 	if e.answer == answerStale {
-		return Served[V]{Value: e.val, Outcome: StaleOnError, Left: e.kept}, nil
+		return e.val, StaleOnError, nil
 	}
-	return Served[V]{Value: e.val, Outcome: Lead, Left: e.kept}, e.err // a private value is the leader's own
+	return e.val, Lead, e.err // a private value is the leader's own
+}
+
+// completed sets c.Left, for a caller of e's completed call, when c is not
+// nil: a result e holds may be purged (made stale) meanwhile, so its
+// windows are read under its shard's lock.
+func (g *Group[V]) completed(e *entry[V], c *Copy) {
+	if c == nil {
+		return
+	}
+	s := e.shard
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c.left(e, g.now())
+}
+
+// fresh reports whether c asks for a fresh result; a nil c does not.
+func (c *Copy) fresh() bool { return c != nil && c.Fresh }
+
+// left sets c.Left to what is left at now of e's windows, when c is not
+// nil. The caller holds e.shard.mu, or e is done and out of the map.
+func (c *Copy) left(e interface{ left(int64) Windows }, now int64) {
+	if c != nil {
+		c.Left = e.left(now)
+	}
 }
 
 // newEntry returns the entry of a new call for key. The caller holds s.mu.
@@ -264,36 +308,42 @@ func (g *Group[V]) newEntry(s *shard[V], key string, opts *CallOptions, fn func(
 // join waits for e's call as a follower, the n-th caller counted in
 // e.waiting, and makes a call of its own with fn and its opts when e's
 // waiting list is full, its wait times out or e's value turns out private.
-func (g *Group[V]) join(ctx context.Context, e *entry[V], n int32, opts *CallOptions, fn func(*Call) (V, error)) (Served[V], error) {
+func (g *Group[V]) join(ctx context.Context, e *entry[V], n int32, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (V, Outcome, error) {
 	if m := int32(e.opts.MaxWaiters); m > 0 && n > m+e.leaders() {
 		e.leave()
 		return g.own(ctx, opts, Own, fn)
 	}
-	sv, err := g.wait(ctx, e, Join)
-	if sv.Outcome != Private && sv.Outcome != Own {
-		return sv, err
+	v, o, err := g.wait(ctx, e, Join)
+	switch o {
+	case Private, Own:
+		return g.own(ctx, opts, o, fn)
+	case Join, StaleOnError:
+		if ctx.Err() == nil {
+			g.completed(e, c)
+		}
 	}
-	return g.own(ctx, opts, sv.Outcome, fn)
+	return v, o, err
 }
 
 // own makes a call of the caller's own with fn, for outcome o: nobody
 // shares it and its result is never kept.
-func (g *Group[V]) own(ctx context.Context, opts *CallOptions, o Outcome, fn func(*Call) (V, error)) (Served[V], error) {
+func (g *Group[V]) own(ctx context.Context, opts *CallOptions, o Outcome, fn func(*Call) (V, error)) (V, Outcome, error) {
 	return g.call1(ctx, opts, o, true, fn)
 }
 
 // call1 makes one caller's call with fn, for outcome o, whose Call reports
 // own: nobody shares it and its result is never kept. Its slot and the
 // call are bounded by opts.Timeout, as a shared call is.
-func (g *Group[V]) call1(ctx context.Context, opts *CallOptions, o Outcome, own bool, fn func(*Call) (V, error)) (Served[V], error) {
+func (g *Group[V]) call1(ctx context.Context, opts *CallOptions, o Outcome, own bool, fn func(*Call) (V, error)) (V, Outcome, error) {
 	c := Call{parent: ctx, timeout: opts.Timeout, own: own}
 	if err := g.slot(&c); err != nil {
 		c.finish()
-		return Served[V]{Outcome: o}, err
+		var zero V
+		return zero, o, err
 	}
 	defer g.release()
 	v, err := protect(&c, fn)
-	return Served[V]{Value: v, Outcome: o}, err
+	return v, o, err
 }
 
 // wait blocks until e's call completes, ctx ends or the wait times out
@@ -301,7 +351,7 @@ func (g *Group[V]) call1(ctx context.Context, opts *CallOptions, o Outcome, own 
 // value with outcome o, a stale value, Private when e's value may not be
 // shared, or Own when the wait timed out (the caller decides what those
 // mean for it). The caller has counted itself in e.waiting.
-func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (Served[V], error) {
+func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (V, Outcome, error) {
 	g.waiters.Add(1)
 	defer g.waiters.Add(-1)
 	var timeout <-chan time.Time
@@ -310,22 +360,23 @@ func (g *Group[V]) wait(ctx context.Context, e *entry[V], o Outcome) (Served[V],
 		defer t.Stop()
 		timeout = t.C
 	}
+	var zero V
 	select {
 	case <-e.done:
 		e.waiting.Add(-1)
 		switch e.answer {
 		case answerPrivate:
-			return Served[V]{Outcome: Private}, nil
+			return zero, Private, nil
 		case answerStale:
-			return Served[V]{Value: e.val, Outcome: StaleOnError, Left: e.kept}, nil
+			return e.val, StaleOnError, nil
 		}
-		return Served[V]{Value: e.val, Outcome: o, Left: e.kept}, e.err
+		return e.val, o, e.err
 	case <-timeout:
 		e.leave()
-		return Served[V]{Outcome: Own}, nil
+		return zero, Own, nil
 	case <-ctx.Done():
 		e.leave()
-		return Served[V]{Outcome: o}, ctx.Err()
+		return zero, o, ctx.Err()
 	}
 }
 

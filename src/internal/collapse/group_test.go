@@ -290,10 +290,10 @@ func TestGroup_ConcurrentMixedKeys(t *testing.T) {
 				if i%3 == 0 {
 					ctx, cancel = context.WithCancel(context.Background())
 				}
-				sv, err := g.Do(ctx, k, opts[(w+i)%len(opts)], value(k, nil))
+				v, _, err := g.Do(ctx, k, opts[(w+i)%len(opts)], value(k, nil))
 				cancel()
-				if err == nil && sv.Value != k {
-					t.Errorf("key %s: got %q", k, sv.Value)
+				if err == nil && v != k {
+					t.Errorf("key %s: got %q", k, v)
 					return
 				}
 			}

@@ -82,28 +82,28 @@ type result struct {
 
 // doAsync calls g.Do on a goroutine of its own and sends its result.
 func doAsync(g *Group[string], ctx context.Context, key string, opts *CallOptions, fn func(*Call) (string, error)) <-chan result {
-	return async(func() (Served[string], error) { return g.Do(ctx, key, opts, fn) })
+	return async(func() (string, Outcome, error) { return g.Do(ctx, key, opts, fn) })
 }
 
-// doFreshAsync is doAsync with g.DoFresh.
+// doFreshAsync is doAsync with g.DoCopy, asking for a fresh result.
 func doFreshAsync(g *Group[string], ctx context.Context, key string, opts *CallOptions, fn func(*Call) (string, error)) <-chan result {
-	return async(func() (Served[string], error) { return g.DoFresh(ctx, key, opts, fn) })
+	return async(func() (string, Outcome, error) { return g.DoCopy(ctx, key, opts, fn, &Copy{Fresh: true}) })
 }
 
 // async runs do on a goroutine of its own and sends its result.
-func async(do func() (Served[string], error)) <-chan result {
+func async(do func() (string, Outcome, error)) <-chan result {
 	c := make(chan result, 1)
 	go func() {
-		sv, err := do()
-		c <- result{sv.Value, sv.Outcome, err}
+		v, o, err := do()
+		c <- result{v, o, err}
 	}()
 	return c
 }
 
 // do calls g.Do and returns its result as one value.
 func do(g *Group[string], key string, opts *CallOptions, fn func(*Call) (string, error)) result {
-	sv, err := g.Do(context.Background(), key, opts, fn)
-	return result{sv.Value, sv.Outcome, err}
+	v, o, err := g.Do(context.Background(), key, opts, fn)
+	return result{v, o, err}
 }
 
 // waitWaiters waits until n callers wait on the Group.

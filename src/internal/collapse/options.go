@@ -71,18 +71,6 @@ type Options[V any] struct {
 	Now func() time.Time
 }
 
-// Served is what a caller of Do gets.
-type Served[V any] struct {
-	// Value is the result: the call's, or one held.
-	Value V
-	// Outcome says how the caller was served.
-	Outcome Outcome
-	// Left is what is left, when Do returns, of the windows Value is served
-	// for by the Group: for a Hit, its TTL less its age; zero for a value
-	// the Group does not keep (an error, a private or own call's value).
-	Left Windows
-}
-
 // Windows say how long a result is served after its call completes: fresh
 // for TTL, then stale within StaleWhileRevalidate while one call refreshes
 // it, and within StaleIfError instead of a failed call's error. A result

@@ -122,17 +122,18 @@ func (p *Proxy) invokeOwner(ctx context.Context, pl placement, method, sub strin
 	return resp, err
 }
 
-// markForPeer sets the trailers of an answer to a call a peer forwarded,
-// served as sv: that it shared another's backend call, when it did (the
-// forwarding package counts it), and what is left of its life here.
-func (p *Proxy) markForPeer(ss grpc.ServerStream, sv collapse.Served[*Response], o *origin) {
-	if sv.Value == nil {
+// markForPeer sets the trailers of resp, the answer to a call a peer
+// forwarded, served as outcome: that it shared another's backend call, when
+// it did (the forwarding package counts it), and what is left of its life
+// here.
+func (p *Proxy) markForPeer(ss grpc.ServerStream, resp *Response, outcome collapse.Outcome, left collapse.Windows, o *origin) {
+	if resp == nil {
 		return
 	}
-	if shares(sv.Outcome) {
+	if shares(outcome) {
 		ss.SetTrailer(o.shared)
 	}
-	ss.SetTrailer(metadata.MD{peers.LifeHeader: []string{formatLife(sv.Left)}})
+	ss.SetTrailer(metadata.MD{peers.LifeHeader: []string{formatLife(left)}})
 }
 
 // formatLife writes windows as the value of peers.LifeHeader: their

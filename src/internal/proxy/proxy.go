@@ -421,7 +421,7 @@ type origin struct {
 	// paid); nil for none.
 	shared metadata.MD
 	// fresh: a call wants a fresh answer, never one past its TTL or
-	// purged (collapse.Group.DoFresh): it refreshes a copy its peer holds.
+	// purged (collapse.Copy.Fresh): it refreshes a copy its peer holds.
 	fresh bool
 }
 

@@ -54,23 +54,23 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 		}
 		return p.answer(method, rule, resp, err)
 	}
-	var sv collapse.Served[*Response]
+	var resp *Response
+	var outcome collapse.Outcome
 	switch {
 	case !p.coherent():
-		sv, err = p.group.Alone(ctx, rule.Call, call)
-	case o.fresh:
-		sv, err = p.group.DoFresh(ctx, pl.key, rule.Call, call)
+		resp, outcome, err = p.group.Alone(ctx, rule.Call, call)
+	case o.mark != nil: // a peer keeps a copy of the answer
+		c := collapse.Copy{Fresh: o.fresh}
+		resp, outcome, err = p.group.DoCopy(ctx, pl.key, rule.Call, call, &c)
+		p.markForPeer(ss, resp, outcome, c.Left, o)
 	default:
-		sv, err = p.group.Do(ctx, pl.key, rule.Call, call)
+		resp, outcome, err = p.group.Do(ctx, pl.key, rule.Call, call)
 	}
-	if o.mark != nil {
-		p.markForPeer(ss, sv, o)
-	}
-	if pl.owner != nil && shares(sv.Outcome) {
+	if pl.owner != nil && shares(outcome) {
 		p.forwarding.Shared(method, pl.hash) // a key asked for again and again
 	}
-	err = p.reply(ss, method, sv.Outcome, sv.Value, err, o)
-	p.report(ctx, o.calls, method, sv.Outcome.String(), callerCode(ctx, err), answeredBy(sv.Outcome, sv.Value))
+	err = p.reply(ss, method, outcome, resp, err, o)
+	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
 	return err
 }
 
