@@ -114,6 +114,44 @@ var Credentials = []string{
 	"x-tenant-*",
 }
 
+// credentialWords are the words of a header's name that say it carries a
+// credential, whatever the header: a name with one of them as a word
+// (separated by '-', '_' or '.'), or a word starting with "auth" or ending
+// with "token", "key" or "secret", is a credential too (isCredential), so
+// that "x-vault-token" or "x-my-authorization" stay in the key though no
+// list names them.
+var credentialWords = map[string]bool{
+	"token": true, "secret": true, "session": true, "key": true, "password": true, "passwd": true,
+	"pwd": true, "signature": true, "sig": true, "cookie": true, "credential": true, "credentials": true,
+	"jwt": true, "bearer": true, "apikey": true, "otp": true,
+}
+
+// isCredential reports whether the lower-case header name carries a
+// credential: Credentials names it, or its words say so (credentialWords).
+func isCredential(name string) bool {
+	return credentialSet.match(name) || credentialName(name)
+}
+
+// credentialName reports whether a word of name says it carries a
+// credential (credentialWords). It does not allocate: it runs for every
+// header of a call in allow-list mode.
+func credentialName(name string) bool {
+	for name != "" {
+		i := strings.IndexAny(name, "-_.")
+		word := name
+		if i >= 0 {
+			word, name = name[:i], name[i+1:]
+		} else {
+			name = ""
+		}
+		if credentialWords[word] || strings.HasPrefix(word, "auth") ||
+			strings.HasSuffix(word, "token") || strings.HasSuffix(word, "key") || strings.HasSuffix(word, "secret") {
+			return true
+		}
+	}
+	return false
+}
+
 // Authority is the pseudo-header naming the host a call was addressed to.
 // It is part of the key in every mode (one sidecar may front several
 // virtual hosts) unless RuleOptions.IgnoreHeaders names it.

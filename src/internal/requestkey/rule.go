@@ -11,17 +11,21 @@ import (
 //   - default mode (KeyHeaders empty): every header is selected; DefaultIgnored
 //     and IgnoreHeaders are ignored.
 //   - allow-list mode (KeyHeaders non-empty): the KeyHeaders and the
-//     Credentials are selected; only IgnoreHeaders are ignored.
+//     credentials are selected; only IgnoreHeaders are ignored.
+//
+// A credential is a header Credentials names, or one whose name has a word
+// that says it carries one (credentialWords: "x-vault-token",
+// "x-authorization", "x-api-secret").
 //
 // Entries are header names, case-insensitive; a trailing "*" matches a prefix.
 type RuleOptions struct {
 	// KeyHeaders switches to allow-list mode when non-empty: only these headers
-	// (plus Credentials) are in the key.
+	// (plus the credentials) are in the key.
 	KeyHeaders []string
 	// IgnoreHeaders extends DefaultIgnored. It may not match a credential
-	// header unless ShareAcrossCredentials is set.
+	// unless ShareAcrossCredentials is set.
 	IgnoreHeaders []string
-	// ShareAcrossCredentials is UNSAFE: it drops the Credentials from the key
+	// ShareAcrossCredentials is UNSAFE: it drops the credentials from the key
 	// (except those named in KeyHeaders), so callers with different
 	// credentials share one response. Only for backends whose answers do not
 	// depend on who asks.
@@ -69,6 +73,10 @@ func NewRule(o RuleOptions) (*Rule, error) {
 					"letting callers with different credentials share responses; remove it or set ShareAcrossCredentials (unsafe)", p, c)
 			}
 		}
+		if credentialName(strings.TrimSuffix(p, "*")) {
+			return nil, fmt.Errorf("requestkey: IgnoreHeaders entry %q names a credential (a word of its name says so: token, auth..., key, secret, session, password, signature, cookie), "+
+				"letting callers with different credentials share responses; remove it or set ShareAcrossCredentials (unsafe)", p)
+		}
 	}
 	r := &Rule{
 		allowList:       len(keep) > 0,
@@ -89,9 +97,9 @@ func (r *Rule) keeps(name string) bool {
 		return false
 	}
 	if r.allowList {
-		return name == Authority || r.selected.match(name) || (!r.dropCredentials && credentialSet.match(name))
+		return name == Authority || r.selected.match(name) || (!r.dropCredentials && isCredential(name))
 	}
-	return !r.dropCredentials || !credentialSet.match(name)
+	return !r.dropCredentials || !isCredential(name)
 }
 
 // overlaps reports whether the patterns a and b match a common header name.

@@ -136,3 +136,44 @@ func TestDefaultIgnored_EntriesAreValidAndSpareCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestRule_AHeaderWhoseNameSaysCredentialStaysInTheKey(t *testing.T) {
+	allowList, err := NewRule(RuleOptions{KeyHeaders: []string{"x-tenant"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		kept bool
+	}{
+		{"x-api-token", true},
+		{"x-vault-token", true},
+		{"x-authorization", true},
+		{"x-oauth2-code", false}, // "oauth2" is no word of a credential
+		{"x-auth-user", true},
+		{"x-api-secret", true},
+		{"x-my-session", true},
+		{"x-user-password", true},
+		{"x-request-signature", true},
+		{"x-idempotency-key", true},
+		{"x-accesstoken", true},
+		{"x-tenant", true},
+		{"x-color", false},
+		{"x-monkey-business", true}, // a word ending in "key": a false alarm costs sharing, never a leak
+	} {
+		if got := allowList.keeps(tt.name); got != tt.kept {
+			t.Errorf("allow-list keeps(%q) = %v, want %v", tt.name, got, tt.kept)
+		}
+	}
+	if _, err := NewRule(RuleOptions{IgnoreHeaders: []string{"x-vault-token"}}); err == nil || !strings.Contains(err.Error(), `"x-vault-token" names a credential`) {
+		t.Errorf("ignoring x-vault-token: %v, want an error naming it", err)
+	}
+	if _, err := NewRule(RuleOptions{IgnoreHeaders: []string{"x-vault-token"}, ShareAcrossCredentials: true}); err != nil {
+		t.Errorf("ignoring x-vault-token when credentials are shared: %v", err)
+	}
+	for _, h := range DefaultIgnored {
+		if credentialName(strings.TrimSuffix(h, "*")) {
+			t.Errorf("DefaultIgnored %q is a credential by its name", h)
+		}
+	}
+}
