@@ -30,7 +30,7 @@ type sidecarTemplate struct {
 // sets in its own pod from peers and collapser.policy: the chart's sidecar
 // has them, the injector's template does not.
 var perPod = struct{ env, ports, mounts []string }{
-	env:    []string{"COLLAPSER_PEERS", "COLLAPSER_PEER_LISTEN", "COLLAPSER_PEER_TOKEN_FILE", "COLLAPSER_POLICY_FILE"},
+	env:    []string{"COLLAPSER_PEERS", "COLLAPSER_REPLICAS", "COLLAPSER_PEER_LISTEN", "COLLAPSER_PEER_TOKEN_FILE", "COLLAPSER_POLICY_FILE"},
 	ports:  []string{"peer"},
 	mounts: []string{"policy", "peer-token"},
 }

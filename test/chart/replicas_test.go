@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -38,6 +39,7 @@ func TestRender_PeersFollowTheNumberOfPods(t *testing.T) {
 				t.Errorf("COLLAPSER_PEER_LISTEN = %q, want :50053", listen)
 			}
 			checkPeerToken(t, r, spec, tt.peers)
+			checkReplicasService(t, r, tt.peers, "cluster.local", 50053)
 			if containerPorts := containerPortNames(spec); containerPorts["peer"] != tt.peers {
 				t.Errorf("container ports %v, want a peer port: %v", slices.Sorted(maps.Keys(containerPorts)), tt.peers)
 			}
@@ -95,6 +97,60 @@ func checkPeerToken(t *testing.T, r *rendered, spec corev1.PodSpec, peers bool) 
 			t.Errorf("volume peer-token = %+v, want the Secret %s", v, name)
 		}
 	}
+}
+
+// checkReplicasService checks that, with peers, a headless Service that
+// publishes the addresses of pods that are not ready selects the release's
+// collapser pods on their peer port, and that the sidecar takes purges to
+// the pods it lists (COLLAPSER_REPLICAS) while its owners stay the ready
+// pods of <fullname>-pods; and that without peers there is neither.
+func checkReplicasService(t *testing.T, r *rendered, peers bool, clusterDomain string, port int32) {
+	t.Helper()
+	const name = fullname + "-replicas"
+	spec := r.deployments[fullname].Spec.Template.Spec
+	target, set := envMap(container(t, spec, "collapser"))["COLLAPSER_REPLICAS"]
+	svc := r.services[name]
+	if !peers {
+		if svc != nil || set {
+			t.Errorf("without peers: Service %s rendered %v, COLLAPSER_REPLICAS = %q (set %v); want neither", name, svc != nil, target, set)
+		}
+		return
+	}
+	if svc == nil {
+		t.Fatalf("no Service %s; rendered %v", name, r.kinds())
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v; want a headless Service that lists pods that are not ready",
+			name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+	}
+	selects(t, svc, r.deployments[fullname].Spec.Template.Labels)
+	if !maps.Equal(svc.Spec.Selector, proxyLabels) {
+		t.Errorf("Service %s selects %v, want the release's collapser pods %v", name, svc.Spec.Selector, proxyLabels)
+	}
+	if len(svc.Spec.Ports) != 1 {
+		t.Fatalf("Service %s ports %+v, want the peer port alone", name, svc.Spec.Ports)
+	}
+	p := svc.Spec.Ports[0]
+	if p.Name != "peer" || p.Port != port || p.TargetPort.String() != "peer" || p.Protocol != corev1.ProtocolTCP {
+		t.Errorf("Service %s port %+v, want peer %d to the container port named peer", name, p, port)
+	}
+	if !containerPortNames(spec)["peer"] {
+		t.Errorf("no container declares the port named peer that Service %s targets", name)
+	}
+	want := fmt.Sprintf("dns:///%s.%s.svc.%s:%d", name, namespace, clusterDomain, port)
+	if target != want {
+		t.Errorf("COLLAPSER_REPLICAS = %q (set %v), want %s", target, set, want)
+	}
+	if peersTarget := envMap(container(t, spec, "collapser"))["COLLAPSER_PEERS"]; !strings.Contains(peersTarget, "/"+fullname+"-pods.") {
+		t.Errorf("COLLAPSER_PEERS = %q, want the Service of ready pods %s-pods: a pod that is not ready owns no key", peersTarget, fullname)
+	}
+}
+
+func TestRender_ReplicasServiceFollowsPeersPortAndDomain(t *testing.T) {
+	r := render(t, allFeatures, "peers.port=6000", "clusterDomain=example.org")
+	checkReplicasService(t, r, true, "example.org", 6000)
+	r = render(t, allFeatures, "peers.enabled=false")
+	checkReplicasService(t, r, false, "", 0)
 }
 
 func TestRender_TestPodReadsEveryPodsBackendCount(t *testing.T) {

@@ -171,6 +171,25 @@ and where a reader of per-pod counts finds every pod.
 {{- end }}
 
 {{/*
+The headless Service that lists every collapser pod, ready or not
+(publishNotReadyAddresses): the replicas each purge is taken to, so that a pod that
+is not ready takes it too. Rendered with peers only.
+*/}}
+{{- define "collapser.replicasService" -}}
+{{- printf "%s-replicas" (include "collapser.fullname" .) }}
+{{- end }}
+
+{{/*
+The gRPC target of a headless Service's peer port, which grpc-go's dns resolver
+resolves to the Service's pods.
+Usage: include "collapser.peerTarget" (dict "service" (include "collapser.podsService" $) "context" $)
+*/}}
+{{- define "collapser.peerTarget" -}}
+{{- $ctx := .context }}
+{{- printf "dns:///%s.%s.svc.%s:%d" .service $ctx.Release.Namespace $ctx.Values.clusterDomain (int $ctx.Values.peers.port) }}
+{{- end }}
+
+{{/*
 What NOTES says about more than one pod: a port-forward reaches one of them.
 */}}
 {{- define "collapser.replicaText" -}}

@@ -42,7 +42,9 @@ env:
   {{- end }}
   {{- if eq (include "collapser.peersEnabled" .) "true" }}
   - name: COLLAPSER_PEERS
-    value: {{ printf "dns:///%s.%s.svc.%s:%d" (include "collapser.podsService" .) .Release.Namespace .Values.clusterDomain (int .Values.peers.port) | quote }}
+    value: {{ include "collapser.peerTarget" (dict "service" (include "collapser.podsService" .) "context" .) | quote }}
+  - name: COLLAPSER_REPLICAS
+    value: {{ include "collapser.peerTarget" (dict "service" (include "collapser.replicasService" .) "context" .) | quote }}
   - name: COLLAPSER_PEER_LISTEN
     value: {{ printf ":%d" (int .Values.peers.port) | quote }}
   - name: COLLAPSER_PEER_TOKEN_FILE

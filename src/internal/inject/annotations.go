@@ -29,6 +29,13 @@ const (
 	// selects the workload's pods and exposes the peer port: its sidecars
 	// collapse calls across replicas. Default: no peers.
 	AnnotationPeers = prefix + "peers"
+	// AnnotationReplicas names a headless Service in the pod's namespace
+	// that selects every pod of the workload, ready or not
+	// (publishNotReadyAddresses: true; the workload's owner creates it), and
+	// exposes the peer port, with AnnotationPeers: purges are taken to
+	// every pod it lists, so that a pod out of the peers Service (not
+	// ready) takes them too. Default: the peers Service, of ready pods only.
+	AnnotationReplicas = prefix + "replicas"
 	// AnnotationPeerPort is the port peers forward calls to, named
 	// PeerPortName, with AnnotationPeers. Default: the template's.
 	AnnotationPeerPort = prefix + "peer-port"
@@ -61,6 +68,7 @@ type settings struct {
 	metricsPort int32
 	peerPort    int32
 	peers       string
+	replicas    string
 	peerToken   string
 	policy      string
 	cacheTTL    string
@@ -78,6 +86,13 @@ var annotationParsers = map[string]func(s *settings, v string) (accepted string)
 			return "the name of a headless Service in the pod's namespace (a DNS-1035 label)"
 		}
 		s.peers = v
+		return ""
+	},
+	AnnotationReplicas: func(s *settings, v string) string {
+		if len(validation.IsDNS1035Label(v)) > 0 {
+			return "the name of a headless Service in the pod's namespace that publishes not-ready addresses (a DNS-1035 label)"
+		}
+		s.replicas = v
 		return ""
 	},
 	AnnotationPeerTokenSecret: func(s *settings, v string) string {
@@ -138,7 +153,7 @@ func parseSettings(annotations map[string]string) (settings, []string, []string)
 	for _, a := range []struct {
 		name string
 		set  bool
-	}{{AnnotationPeerPort, s.peerPort != 0}, {AnnotationPeerTokenSecret, s.peerToken != ""}} {
+	}{{AnnotationPeerPort, s.peerPort != 0}, {AnnotationPeerTokenSecret, s.peerToken != ""}, {AnnotationReplicas, s.replicas != ""}} {
 		if a.set && s.peers == "" {
 			warnings = append(warnings, fmt.Sprintf("annotation %s is ignored without %s", a.name, AnnotationPeers))
 		}

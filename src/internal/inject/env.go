@@ -9,6 +9,7 @@ const (
 	envBackend       = "COLLAPSER_BACKEND"
 	envCacheTTL      = "COLLAPSER_CACHE_TTL"
 	envPeers         = "COLLAPSER_PEERS"
+	envReplicas      = "COLLAPSER_REPLICAS"
 	envPeerListen    = "COLLAPSER_PEER_LISTEN"
 	envPolicyFile    = "COLLAPSER_POLICY_FILE"
 	envPeerTokenFile = "COLLAPSER_PEER_TOKEN_FILE"

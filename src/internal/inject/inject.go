@@ -2,7 +2,8 @@
 // builds the JSON patch that adds it. It knows nothing of the sidecar
 // itself: the container comes from a Template the chart renders (the very
 // container of the chart's own pod), and injection only fills in each pod's
-// settings from its annotations (ports, backend, peers, policy, cache TTL).
+// settings from its annotations (ports, backend, peers and replicas, policy,
+// cache TTL).
 //
 // Nothing is intercepted: callers reach the sidecar through the workload's
 // Service, whose targetPort names PortName. Probes are not rewritten and no
@@ -189,7 +190,10 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 	if s.peers != "" {
 		peerPort := cmp.Or(s.peerPort, t.PeerPort)
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PeerPortName, ContainerPort: peerPort, Protocol: corev1.ProtocolTCP})
-		setEnv(&c, envPeers, fmt.Sprintf("dns:///%s.%s.svc.%s:%d", s.peers, namespace, t.ClusterDomain, peerPort))
+		setEnv(&c, envPeers, peerTarget(s.peers, namespace, t.ClusterDomain, peerPort))
+		if s.replicas != "" {
+			setEnv(&c, envReplicas, peerTarget(s.replicas, namespace, t.ClusterDomain, peerPort))
+		}
 		setEnv(&c, envPeerListen, fmt.Sprintf(":%d", peerPort))
 		if s.peerToken != "" {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: peerTokenVolume, MountPath: t.PeerTokenDir, ReadOnly: true})
@@ -208,6 +212,13 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 		c.StartupProbe.FailureThreshold = startupFailureThreshold
 	}
 	return c, backendPortOf(c)
+}
+
+// peerTarget is the gRPC target of the peer port of the headless Service
+// service in namespace: grpc-go's dns resolver resolves it to the pods the
+// Service lists.
+func peerTarget(service, namespace, clusterDomain string, port int32) string {
+	return fmt.Sprintf("dns:///%s.%s.svc.%s:%d", service, namespace, clusterDomain, port)
 }
 
 // setPort renames the template's port from to name, sets its number and

@@ -153,6 +153,18 @@ func TestInject_Annotations(t *testing.T) {
 			if port(c, PeerPortName) != 50053 || env(c, envPeerListen) != ":50053" {
 				t.Errorf("peer port %d, %s %q; want the template's 50053", port(c, PeerPortName), envPeerListen, env(c, envPeerListen))
 			}
+			// Purges go to the peers Service's pods, the sidecar's default.
+			if got := env(c, envReplicas); got != "<unset>" {
+				t.Errorf("%s = %q, want it unset without %s", envReplicas, got, AnnotationReplicas)
+			}
+		}},
+		{"peers and replicas", with(AnnotationPeers, "app-pods", AnnotationReplicas, "app-replicas", AnnotationPeerPort, "6000", AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			if got := env(c, envReplicas); got != "dns:///app-replicas.team.svc.cluster.local:6000" {
+				t.Errorf("%s = %q, want the replicas Service's peer port", envReplicas, got)
+			}
+			if got := env(c, envPeers); got != "dns:///app-pods.team.svc.cluster.local:6000" {
+				t.Errorf("%s = %q: the owners stay the peers Service's pods", envPeers, got)
+			}
 		}},
 		{"peers and peer-port", with(AnnotationPeers, "app-pods", AnnotationPeerPort, "6000"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
 			if env(c, envPeers) != "dns:///app-pods.team.svc.cluster.local:6000" || port(c, PeerPortName) != 6000 || env(c, envPeerListen) != ":6000" {
@@ -243,6 +255,7 @@ func TestInject_Rejections(t *testing.T) {
 		{"metrics-port", with(AnnotationMetricsPort, "65536"), `annotation collapser.io/metrics-port: "65536" is not valid; want a port number from 1 to 65535`},
 		{"peer-port", with(AnnotationPeers, "p", AnnotationPeerPort, "-1"), `annotation collapser.io/peer-port: "-1" is not valid; want a port number from 1 to 65535`},
 		{"peers", with(AnnotationPeers, "App_Pods"), `annotation collapser.io/peers: "App_Pods" is not valid; want the name of a headless Service in the pod's namespace (a DNS-1035 label)`},
+		{"replicas", with(AnnotationPeers, "p", AnnotationReplicas, "app.replicas"), `annotation collapser.io/replicas: "app.replicas" is not valid; want the name of a headless Service in the pod's namespace that publishes not-ready addresses (a DNS-1035 label)`},
 		{"policy-configmap", with(AnnotationPolicy, "Policy!"), `annotation collapser.io/policy-configmap: "Policy!" is not valid; want the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)`},
 		{"cache-ttl", with(AnnotationCacheTTL, "5"), `annotation collapser.io/cache-ttl: "5" is not valid; want a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only)`},
 		{"negative cache-ttl", with(AnnotationCacheTTL, "-1s"), `annotation collapser.io/cache-ttl: "-1s" is not valid; want a Go duration`},
@@ -274,8 +287,9 @@ func TestInject_Warnings(t *testing.T) {
 		want        string
 	}{
 		{"unknown annotation", with("collapser.io/cache-tll", "1s"),
-			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port"},
+			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port, collapser.io/replicas"},
 		{"peer-port without peers", with(AnnotationPeerPort, "6000"), "annotation collapser.io/peer-port is ignored without collapser.io/peers"},
+		{"replicas without peers", with(AnnotationReplicas, "app-replicas"), "annotation collapser.io/replicas is ignored without collapser.io/peers"},
 		{"backend port not declared", with(AnnotationBackendPort, "9000"),
 			"no container declares port 9000, where the collapser sidecar forwards calls on 127.0.0.1; if the app serves gRPC on another port, set collapser.io/backend-port to it"},
 	}
@@ -308,7 +322,7 @@ func TestInject_PodSecurityRestricted(t *testing.T) {
 			t.Errorf("pod is not restricted: %s: %s", result.ForbiddenReason(), result.ForbiddenDetail())
 		}
 	}
-	pod := appPod(with(AnnotationPeers, "app-pods", AnnotationPolicy, "rules"))
+	pod := appPod(with(AnnotationPeers, "app-pods", AnnotationReplicas, "app-replicas", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPolicy, "rules"))
 	check(t, pod)
 	for _, mode := range []Mode{Native, Ordinary} {
 		res, err := Injector{Template: testTemplate(t), Mode: mode}.Inject(pod, "team", nil)
@@ -340,6 +354,7 @@ container:
 		{"no gRPC port", "container: {name: c, image: i, ports: [{name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}}\n", `no port named "grpc"`},
 		{"no liveness probe", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}]}\n", "no gRPC liveness probe"},
 		{"peers rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_PEERS, value: x}]}\n", "sets COLLAPSER_PEERS"},
+		{"replicas rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_REPLICAS, value: x}]}\n", "sets COLLAPSER_REPLICAS"},
 		{"no peer port", "peerPort: 0\n", "peerPort (0) must be set"},
 		{"no admin address", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}}\n", "does not set COLLAPSER_ADMIN_LISTEN"},
 	}
@@ -377,7 +392,7 @@ func replaceKey(doc, edit string) string {
 func TestEnvNames_AreTheSidecarsVariables(t *testing.T) {
 	for flag, name := range map[string]string{
 		"listen": envListen, "metrics-listen": envMetricsListen, "backend": envBackend, "cache-ttl": envCacheTTL,
-		"peers": envPeers, "peer-listen": envPeerListen, "policy-file": envPolicyFile, "admin-listen": envAdminListen,
+		"peers": envPeers, "replicas": envReplicas, "peer-listen": envPeerListen, "policy-file": envPolicyFile, "admin-listen": envAdminListen,
 	} {
 		if want := config.EnvName(flag); name != want {
 			t.Errorf("--%s is read from %s, injection sets %s", flag, want, name)

@@ -65,7 +65,7 @@ func (t Template) validate() error {
 	if envIndex(c.Env, envAdminListen) < 0 {
 		errs = append(errs, fmt.Errorf("container does not set %s: render it from the chart's collapser.config, so that the admin service's port is known", envAdminListen))
 	}
-	for _, name := range []string{envPeers, envPeerListen, envPeerTokenFile, envPolicyFile} {
+	for _, name := range []string{envPeers, envReplicas, envPeerListen, envPeerTokenFile, envPolicyFile} {
 		if envIndex(c.Env, name) >= 0 {
 			errs = append(errs, fmt.Errorf("container sets %s: render it without peers and policy, which are per-pod settings", name))
 		}
