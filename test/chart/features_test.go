@@ -249,9 +249,12 @@ func TestRender_SchedulingOptionsReachThePod(t *testing.T) {
 	if got := own.deployments[fullname].Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels; !maps.Equal(got, map[string]string{"app": "mine"}) {
 		t.Errorf("a constraint's own labelSelector was replaced: %v", got)
 	}
+	if want := []corev1.PodReadinessGate{{ConditionType: "example.io/target-ready"}}; !slices.Equal(spec.ReadinessGates, want) {
+		t.Errorf("readinessGates = %+v, want %+v", spec.ReadinessGates, want)
+	}
 	plain := render(t, "").deployments[fullname].Spec.Template.Spec
-	if plain.PriorityClassName != "" || len(plain.TopologySpreadConstraints) != 0 {
-		t.Errorf("defaults set priorityClassName %q, constraints %v", plain.PriorityClassName, plain.TopologySpreadConstraints)
+	if plain.PriorityClassName != "" || len(plain.TopologySpreadConstraints) != 0 || len(plain.ReadinessGates) != 0 {
+		t.Errorf("defaults set priorityClassName %q, constraints %v, readiness gates %v", plain.PriorityClassName, plain.TopologySpreadConstraints, plain.ReadinessGates)
 	}
 }
 

@@ -41,6 +41,8 @@ func TestSchema_RejectsInvalidValuesWithAClearMessage(t *testing.T) {
 		{"the removed backend-stats port", "service.backendStatsPort=50051", []string{"/service", "'backendStatsPort'"}},
 		{"an issuer without a name", "injector.certManager.issuerRef.kind=ClusterIssuer", []string{"/injector/certManager/issuerRef", "missing property 'name'"}},
 		{"an issuer's unknown key", "injector.certManager.issuerRef.namespace=x", []string{"/injector/certManager/issuerRef", "'namespace'"}},
+		{"readiness gate not a condition type", "podReadinessGates={target ready}", []string{"/podReadinessGates/0"}},
+		{"readiness gates not a list", "podReadinessGates=example.io/target-ready", []string{"/podReadinessGates", "want array"}},
 	}
 	chrt := loadChart(t)
 	for _, tt := range tests {
