@@ -55,6 +55,8 @@ func checkNoBypass(t *testing.T, s settings, kubectl *k8s.KubectlOptions, proxyP
 type podResult struct {
 	exitCode int32
 	logs     string
+	// initLogs are the logs of its init containers, in order.
+	initLogs []string
 }
 
 // runClientPod runs the demo client with args in a pod of the namespace and
@@ -71,42 +73,78 @@ func runClientPod(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name st
 // runClientPodE is runClientPod returning its failure instead of failing the
 // test, for a run on a goroutine of its own.
 func runClientPodE(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name string, args ...string) (podResult, error) {
+	return runPodE(t, kubectl, clientPod(s, name, args))
+}
+
+// runPodE creates a run-once pod in kubectl's namespace, waits for its
+// container to end (or an init container to fail), and returns how it ended
+// with the logs of its containers that ran. It reports failures as its
+// error, for a run on a goroutine of its own.
+func runPodE(t *testing.T, kubectl *k8s.KubectlOptions, pod *corev1.Pod) (podResult, error) {
 	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
 	if err != nil {
 		return podResult{}, err
 	}
+	name := pod.Name
 	pods := clientset.CoreV1().Pods(kubectl.Namespace)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := pods.Create(ctx, clientPod(s, name, args), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return podResult{}, fmt.Errorf("create pod %s: %w", name, err)
 	}
+	initFailed := false
 	code, err := retry.DoWithRetryE(t, "pod "+name+" ends", 90, 2*time.Second, func() (string, error) {
-		pod, err := k8s.GetPodE(t, kubectl, name)
+		p, err := k8s.GetPodE(t, kubectl, name)
 		if err != nil {
 			return "", err
 		}
-		for _, cs := range pod.Status.ContainerStatuses {
+		for _, cs := range p.Status.InitContainerStatuses {
+			if term := cs.State.Terminated; term != nil && term.ExitCode != 0 {
+				initFailed = true
+				return fmt.Sprint(term.ExitCode), nil
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
 			if cs.State.Terminated != nil {
 				return fmt.Sprint(cs.State.Terminated.ExitCode), nil
 			}
 		}
-		return "", fmt.Errorf("pod %s is %s", name, pod.Status.Phase)
+		return "", fmt.Errorf("pod %s is %s", name, p.Status.Phase)
 	})
 	if err != nil {
 		return podResult{}, err
-	}
-	logCtx, logCancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer logCancel()
-	logs, err := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(logCtx)
-	if err != nil {
-		return podResult{}, fmt.Errorf("logs of pod %s: %w", name, err)
 	}
 	exit, err := strconv.ParseInt(code, 10, 32)
 	if err != nil {
 		return podResult{}, fmt.Errorf("exit code of pod %s: %w", name, err)
 	}
-	return podResult{exitCode: int32(exit), logs: string(logs)}, nil
+	res := podResult{exitCode: int32(exit)}
+	logCtx, logCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer logCancel()
+	logsOf := func(container string) (string, error) {
+		logs, err := pods.GetLogs(name, &corev1.PodLogOptions{Container: container}).DoRaw(logCtx)
+		if err != nil {
+			return "", fmt.Errorf("logs of pod %s, container %s: %w", name, container, err)
+		}
+		return string(logs), nil
+	}
+	for _, c := range pod.Spec.InitContainers {
+		logs, err := logsOf(c.Name)
+		if err != nil && initFailed {
+			break // it never ran: one before it failed
+		}
+		if err != nil {
+			return podResult{}, err
+		}
+		res.initLogs = append(res.initLogs, logs)
+	}
+	if initFailed {
+		return res, nil
+	}
+	if res.logs, err = logsOf(pod.Spec.Containers[0].Name); err != nil {
+		return podResult{}, err
+	}
+	return res, nil
 }
 
 // clientPod is a run-once demo client pod that meets the restricted Pod

@@ -56,14 +56,20 @@ type demoReport struct {
 // decides for more than one) in a namespace of its own and checks, from the
 // hello backends' own counts summed over the pods, that a burst spread over
 // every pod makes one backend call, and, with Prometheus, that the
-// dashboard's Replicas row shows it; that a burst of identical streams reads
-// one backend stream; three backend calls and streams with peers off;
-// that deleting a pod during a burst loses no caller; and that a fourth pod
-// every pod sees a fourth pod, which then owns keys.
+// dashboard's Replicas row shows it; that a purge reaches every pod, one
+// that is not ready too; that a burst of identical streams reads one
+// backend stream; that once a method is kept (not forwarded), the second
+// burst of one of its keys makes one backend call; three backend calls and
+// streams with peers off; that deleting a pod during a burst loses no
+// caller; and that every pod sees a fourth pod, which then owns keys.
 func checkReplicas(t *testing.T, s settings) {
 	kubectl := restrictedNamespace(t, s, "collapser-replicas-"+strings.ToLower(random.UniqueId()))
+	// The pods are ready only while the test's gate keeper says so: it
+	// takes one out of the Services while it runs.
+	gate := startGateKeeper(t, kubectl, proxyPodSelector)
 	opts := helmOptions(s, kubectl, cacheTTL)
 	opts.SetValues["replicaCount"] = fmt.Sprint(replicas)
+	opts.SetValues["podReadinessGates[0]"] = readinessGate
 	opts.SetValues["tests.enabled"] = "false"
 	// The injector's webhook configuration is cluster-wide: the first
 	// release's injector serves the cluster.
@@ -105,12 +111,22 @@ func checkReplicas(t *testing.T, s settings) {
 		checkPurgeReachesEveryPod(t, kubectl)
 	})
 
+	t.Run("a purge while one pod is unready reaches it", func(t *testing.T) {
+		checkPurgeReachesUnreadyPod(t, kubectl, gate)
+	})
+
 	t.Run("a stream burst spread over three pods reads one backend stream", func(t *testing.T) {
 		r := bursts.must(t, "peered-streams", streamBurstArgs...)
 		t.Logf("%d StreamHellos calls (%d errors) over %d pods: %d backend streams in total", r.Requests, r.Errors, replicas, r.BackendCalls)
 		if r.Errors != 0 || r.BackendCalls != 1 {
 			t.Errorf("errors %d, backend streams %d; want 0 and 1", r.Errors, r.BackendCalls)
 		}
+	})
+
+	// After the bursts that need SayHello forwarded; the upgrade after it
+	// replaces the pods, which start with every method forwarded.
+	t.Run("a burst of a kept method's hot key makes one backend call", func(t *testing.T) {
+		checkKeptMethodHotKey(t, kubectl, bursts)
 	})
 
 	t.Run("without peers the same burst makes one backend call per pod", func(t *testing.T) {
@@ -194,14 +210,7 @@ func checkReplicas(t *testing.T, s settings) {
 		ready := time.Now()
 		// Each sidecar resolves the peers every 2 s (no connection is lost
 		// when a pod joins): every pod's ring lists the new one.
-		retry.DoWithRetry(t, "every pod lists the new one", int(membershipWait/time.Second), time.Second, func() (string, error) {
-			for pod, families := range podMetrics(t, kubectl, proxyPodSelector, sidecarMetricsPort) {
-				if n := sampleSum(families["collapser_peer_members"], nil); n != replicas+1 {
-					return "", fmt.Errorf("pod %s lists %v replicas", pod, n)
-				}
-			}
-			return "", nil
-		})
+		waitForMembers(t, kubectl, replicas+1)
 		t.Logf("pod %s ready: every pod listed it %v later", added, time.Since(ready).Round(time.Second))
 		sidecar := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, old[0].Name, 0, 50052)
 		sidecar.ForwardPort(t)

@@ -10,6 +10,7 @@ import (
 	"github.com/gruntwork-io/terratest/modules/k8s"
 	"github.com/gruntwork-io/terratest/modules/random"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -40,16 +41,58 @@ func newSpreadBurster(s settings, kubectl *k8s.KubectlOptions, service, headless
 // connections, with the demo client's extra flags, and returns its report.
 // It may run on a goroutine of its own: it reports failures as its error.
 func (b spreadBurster) run(t *testing.T, name string, extra ...string) (demoReport, error) {
-	args := append([]string{"--target=" + b.target, "--backend-metrics=" + b.counts, "--name=" + name, "--json",
-		fmt.Sprint("--requests=", replicaBurst), fmt.Sprint("--concurrency=", replicaBurst),
-		fmt.Sprint("--connections=", replicaConnections)}, extra...)
-	res, err := runClientPodE(t, b.s, b.kubectl, strings.ToLower(name)+"-"+strings.ToLower(random.UniqueId()), args...)
+	res, err := runPodE(t, b.kubectl, clientPod(b.s, b.podName(name), b.args(name, extra)))
 	if err != nil {
 		return demoReport{}, err
 	}
+	if res.exitCode != 0 {
+		return demoReport{}, fmt.Errorf("demo client (exit %d):\n%s", res.exitCode, res.logs)
+	}
+	return reportOf(res.logs)
+}
+
+// runTwice sends b's burst named name twice from one pod, the second right
+// after the first: the first from an init container, the second from the
+// pod's container, which the kubelet starts once the first has ended (no
+// pod is scheduled in between). It returns both reports.
+func (b spreadBurster) runTwice(t *testing.T, name string, extra ...string) ([2]demoReport, error) {
+	pod := clientPod(b.s, b.podName(name), b.args(name, extra))
+	first := *pod.Spec.Containers[0].DeepCopy()
+	first.Name = "first-burst"
+	pod.Spec.InitContainers = []corev1.Container{first}
+	var reports [2]demoReport
+	res, err := runPodE(t, b.kubectl, pod)
+	if err != nil {
+		return reports, err
+	}
+	if res.exitCode != 0 {
+		return reports, fmt.Errorf("demo client (exit %d):\n%s%s", res.exitCode, strings.Join(res.initLogs, ""), res.logs)
+	}
+	for i, logs := range []string{res.initLogs[0], res.logs} {
+		if reports[i], err = reportOf(logs); err != nil {
+			return reports, err
+		}
+	}
+	return reports, nil
+}
+
+// args are the demo client's flags for a burst named name.
+func (b spreadBurster) args(name string, extra []string) []string {
+	return append([]string{"--target=" + b.target, "--backend-metrics=" + b.counts, "--name=" + name, "--json",
+		fmt.Sprint("--requests=", replicaBurst), fmt.Sprint("--concurrency=", replicaBurst),
+		fmt.Sprint("--connections=", replicaConnections)}, extra...)
+}
+
+// podName is a new name for the client pod of a burst named name.
+func (spreadBurster) podName(name string) string {
+	return strings.ToLower(name) + "-" + strings.ToLower(random.UniqueId())
+}
+
+// reportOf reads the demo client's report from its log.
+func reportOf(logs string) (demoReport, error) {
 	var r demoReport
-	if err := json.Unmarshal([]byte(jsonOf(res.logs)), &r); err != nil || res.exitCode != 0 {
-		return r, fmt.Errorf("demo client (exit %d): %v\n%s", res.exitCode, err, res.logs)
+	if err := json.Unmarshal([]byte(jsonOf(logs)), &r); err != nil {
+		return r, fmt.Errorf("demo client report: %v\n%s", err, logs)
 	}
 	return r, nil
 }
