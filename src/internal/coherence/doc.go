@@ -25,6 +25,10 @@
 // the purge, or it took everything back, or it is gone. The replicas it
 // waited out are named.
 //
+// A replica that does not find itself among the replicas listed (an
+// unready pod, where the list names ready pods only) may be neither reached
+// nor waited for: until it is listed, it serves nothing it keeps.
+//
 // A replica that is gone (nothing listens at its address any more, or its
 // address has left the membership) is not waited for, and no lease from it
 // is needed: a replica that no longer runs serves nothing. A replica this

@@ -32,6 +32,9 @@ type Leases struct {
 	peers   map[string]*peer    // by replica address: the replicas synced with
 	applied map[string]*applied // by journal id
 	lapsed  bool                // a lease ran out and everything was taken back; guarded by mu
+	// unlisted: the replicas last listed did not include this one, so no
+	// purge is taken to it and no replica waits for it; guarded by mu.
+	unlisted bool
 	lapses  atomic.Int64
 
 	// validUntil is when the first lease held runs out (UnixNano on
@@ -122,17 +125,18 @@ func (l *Leases) Coherent() bool {
 	return l.o.Now().UnixNano() < l.validUntil.Load()
 }
 
-// lapse takes everything back the first time a Sync finds a lease run out:
-// a purge may have waited it out, and the replica that took it may be gone
-// before this one fetches it. The caller holds l.mu.
-func (l *Leases) lapse() {
+// lapse takes everything back the first time a Sync finds a lease run out
+// (a purge may have waited it out, and the replica that took it may be
+// gone before this one fetches it), or this replica unlisted, for why. The
+// caller holds l.mu.
+func (l *Leases) lapse(why string) {
 	if l.lapsed || l.Coherent() {
 		return
 	}
 	l.lapsed = true
 	l.lapses.Add(1)
 	l.o.Flush()
-	l.o.Logger.Warn("coherence: a lease from another replica ran out: everything kept was taken back, and calls share nothing until every replica is reached again")
+	l.o.Logger.Warn("coherence: "+why+": everything kept was taken back, and calls share nothing until every replica is reached again")
 }
 
 // Run syncs with every replica every Interval until ctx ends.
@@ -175,6 +179,9 @@ func (l *Leases) Sync(ctx context.Context) {
 			self = addr
 		}
 	}
+	if listErr == nil {
+		l.unlisted = self == ""
+	}
 	l.mu.Unlock()
 
 	results := make(chan synced, len(targets))
@@ -190,7 +197,7 @@ func (l *Leases) Sync(ctx context.Context) {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lapse() // a lease that ran out before these renew it: take everything back first
+	l.lapse("a lease from another replica ran out") // before these renew it: take everything back first
 	for r := range results {
 		switch {
 		case r.resp != nil:
@@ -310,8 +317,17 @@ func (l *Leases) renew() {
 			until = min(until, p.asked.Add(l.o.Lease).UnixNano())
 		}
 	}
+	if l.unlisted {
+		// Purges are taken to the replicas listed, and wait for them: one
+		// that is not listed could miss one unseen. It serves nothing it
+		// keeps until it is listed.
+		until = 0
+	}
 	l.validUntil.Store(until)
 	l.o.Hold(time.Unix(0, until))
+	if l.unlisted {
+		l.lapse("this replica is not among the replicas listed, so purges may miss it")
+	}
 	if l.lapsed && l.Coherent() {
 		l.lapsed = false
 		l.o.Logger.Info("coherence: every replica reached again: kept answers are served again")

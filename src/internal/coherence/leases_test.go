@@ -266,3 +266,27 @@ func TestLeases_APurgeAwaitsTheReplicaThatFetchesIt(t *testing.T) {
 		t.Errorf("applied %v, want [%d]", applied, seq)
 	}
 }
+
+func TestLeases_AReplicaNotListedServesNothingItKeeps(t *testing.T) {
+	// A purge is taken to the replicas listed: one that is not among them
+	// (an unready pod, where only ready pods are listed) could miss it.
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	a := &journalConn{j: NewJournal(JournalOptions{Now: clock.Now})}
+	r := newTestLessee(t, clock, map[string]*journalConn{"a:1": a})
+	ctx := testkit.Context(t)
+	r.Sync(ctx)
+	r.mu.Lock()
+	r.list = []string{"a:1"}
+	r.mu.Unlock()
+	r.Sync(ctx)
+	if _, flushes := r.state(); r.Coherent() || flushes != 1 || r.held().After(clock.Now()) {
+		t.Errorf("coherent %v, %d flushes, held until %v; want not coherent, everything taken back", r.Coherent(), flushes, r.held())
+	}
+	r.mu.Lock()
+	r.list = []string{"self:1", "a:1"}
+	r.mu.Unlock()
+	r.Sync(ctx)
+	if !r.Coherent() {
+		t.Error("not coherent once listed again")
+	}
+}

@@ -172,10 +172,10 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 			"Replicas this sidecar holds a lease from: it fetches from each, every second, the purges it missed (with a peer token).",
 			nil, nil),
 		peerCoherent: prometheus.NewDesc("collapser_peer_coherent",
-			"1 while every lease this sidecar holds lasts; 0 once one ran out (a replica it could not reach for 10 s): it then serves nothing it kept and shares no call until every replica is reached again.",
+			"1 while every lease this sidecar holds lasts and the replicas listed include it; 0 once a lease ran out (a replica it could not reach for 10 s) or it is not listed: it then serves nothing it kept and shares no call until it is listed and reaches every replica again.",
 			nil, nil),
 		peerLapses: prometheus.NewDesc("collapser_peer_lease_lapses_total",
-			"Times a lease from another replica ran out, each time taking back everything this sidecar kept.",
+			"Times this sidecar took back everything it kept because a purge could have missed it: a lease from another replica ran out, or the replicas listed did not include it.",
 			nil, nil),
 	}
 	if s.methods == nil {

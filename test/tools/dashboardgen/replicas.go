@@ -128,8 +128,8 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				series(`max by (instance) (collapser_peer_leases)`, "{{instance}}"),
 			)),
 		countStat(55, "Lease lapses", l.at(12, 20, 12, 8)).
-			Description(`Times a pod's lease from another ran out in the time range ` +
-				`(collapser_peer_lease_lapses_total, summed over the pods): each time, the pod took back ` +
+			Description(`Times a pod's lease from another ran out, or it found itself not among the replicas ` +
+				`listed, in the time range (collapser_peer_lease_lapses_total, summed over the pods): each time, the pod took back ` +
 				`everything it kept, and its callers' calls were calls of their own (collapser_peer_coherent ` +
 				`0) until it reached every pod again. A purge waits at most one lease for a pod it cannot ` +
 				`reach, and names it (PurgeResponse.missed). 0 while the pods reach each other. ` +
