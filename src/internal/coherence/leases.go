@@ -35,7 +35,7 @@ type Leases struct {
 	// unlisted: the replicas last listed did not include this one, so no
 	// purge is taken to it and no replica waits for it; guarded by mu.
 	unlisted bool
-	lapses  atomic.Int64
+	lapses   atomic.Int64
 
 	// validUntil is when the first lease held runs out (UnixNano on
 	// o.Now's clock); math.MaxInt64 while none is held.
@@ -136,7 +136,7 @@ func (l *Leases) lapse(why string) {
 	l.lapsed = true
 	l.lapses.Add(1)
 	l.o.Flush()
-	l.o.Logger.Warn("coherence: "+why+": everything kept was taken back, and calls share nothing until every replica is reached again")
+	l.o.Logger.Warn("coherence: " + why + ": everything kept was taken back, and calls share nothing until every replica is reached again")
 }
 
 // Run syncs with every replica every Interval until ctx ends.

@@ -64,6 +64,7 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 			edit(c)
 			if peered {
 				c.Peers = strings.Join(addrs, ",")
+				c.PeerListen = addrs[i] // how it knows itself among them, as a pod does by its IP
 			}
 		}, opts...)
 		// Callers address the replicas by one name, as a Service's are:
@@ -134,10 +135,13 @@ func TestPeers_BurstOverThreeReplicasMakesOneBackendCall(t *testing.T) {
 					toPeer += r.sidecar.metricSum(t, "collapser_peer_calls_total", map[string]string{"owner": "peer", "code": "OK"})
 					served += r.sidecar.metricSum(t, "collapser_peer_requests_total", nil)
 				}
-				// Each sidecar's leader forwarded its one call, the owner's
-				// to itself, and the owner served all three.
-				if toSelf != 1 || toPeer != 2 || served != 3 {
-					t.Errorf("peer calls answered by the forwarder itself %v, by another replica %v, served %v; want 1, 2 and 3", toSelf, toPeer, served)
+				// The two other sidecars' leaders forwarded their calls to
+				// the owner, which served them. The owner's leader made its
+				// call without a hop, or, while its connection to itself
+				// was being made, over its own peer port too (two leaders
+				// sharing the one backend call): served for peers then.
+				if toPeer != 2 || toSelf < 1 || toSelf > 2 || served < 2 || served > 2+toSelf {
+					t.Errorf("peer calls answered by the forwarder itself %v, by another replica %v, served %v; want 1 or 2, 2, and 2 or 3 (one more with the hop)", toSelf, toPeer, served)
 				}
 			}
 		})
@@ -253,9 +257,10 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 			if !tt.peered {
 				return
 			}
-			// Each sidecar's record read its stream through the owner, the
-			// owner's through itself, and the owner served all three from
-			// its one record of the key.
+			// Each sidecar's record read its stream through the owner, which
+			// served both from its one record of the key, its own record
+			// being that one (read over its own peer port too while its
+			// connection to itself was being made).
 			sum := func(name string, labels map[string]string) float64 {
 				var n float64
 				for _, r := range rs {
@@ -266,7 +271,8 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 			testkit.WaitFor(t, "three streams forwarded and served", func() bool {
 				return sum("collapser_peer_calls_total", map[string]string{"owner": "self", "code": "OK"}) == 1 &&
 					sum("collapser_peer_calls_total", map[string]string{"owner": "peer", "code": "OK"}) == 2 &&
-					sum("collapser_peer_requests_total", map[string]string{"code": "OK"}) == 3
+					sum("collapser_peer_requests_total", map[string]string{"code": "OK"}) >= 2 &&
+					sum("collapser_peer_requests_total", map[string]string{"code": "OK"}) <= 3
 			})
 			if fellBack := sum("collapser_peer_fallbacks_total", nil); fellBack != 0 {
 				t.Errorf("fallbacks = %v, want 0", fellBack)
