@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -64,11 +66,16 @@ func (l *launcher) startPeers(ctx context.Context, backend string) (target, erro
 		peerAddrs[i] = l.addr()
 	}
 	list := strings.Join(peerAddrs, ",")
+	// Every call between replicas carries the release's peer token.
+	token := filepath.Join(l.cfg.workdir, l.sc.ID+"-peer-token")
+	if err := os.WriteFile(token, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+		return target{}, fmt.Errorf("peer token: %w", err)
+	}
 	peers := make([]collapser, len(peerAddrs))
 	for i, addr := range peerAddrs {
 		var err error
 		name := fmt.Sprintf("collapser-peer%d", i+1)
-		if peers[i], err = l.startCollapser(ctx, name, backend, "--peers", list, "--peer-listen", addr); err != nil {
+		if peers[i], err = l.startCollapser(ctx, name, backend, "--peers", list, "--peer-listen", addr, "--peer-token-file", token); err != nil {
 			return target{}, err
 		}
 	}

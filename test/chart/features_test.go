@@ -259,3 +259,22 @@ func TestRender_SchedulingOptionsReachThePod(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestRender_NetworkPolicyRendersByDefaultWherePeersAre(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  []string
+		want bool
+	}{
+		{"one pod, no peers", nil, false},
+		{"three pods, peers", []string{"replicaCount=3"}, true},
+		{"three pods, turned off", []string{"replicaCount=3", "networkPolicy.enabled=false"}, false},
+		{"three pods, peers off", []string{"replicaCount=3", "peers.enabled=false"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := render(t, "", tt.set...).networkPolicies[fullname] != nil; got != tt.want {
+				t.Errorf("NetworkPolicy rendered %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

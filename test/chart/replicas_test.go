@@ -189,3 +189,20 @@ func TestRender_ContainersSleepBeforeStoppingWhereKubernetesCan(t *testing.T) {
 		t.Error("a preStop sleep rendered for Kubernetes 1.29, which rejects it")
 	}
 }
+
+func TestRender_PeersTakeAnExistingTokenSecret(t *testing.T) {
+	r := render(t, "", "replicaCount=3", "peers.existingSecret=app-peer-token")
+	if secret := r.secrets[fullname+"-peer-token"]; secret != nil {
+		t.Errorf("the chart made its own token Secret beside peers.existingSecret")
+	}
+	spec := r.deployments[fullname].Spec.Template.Spec
+	found := false
+	for _, v := range spec.Volumes {
+		if v.Name == "peer-token" {
+			found = v.Secret != nil && v.Secret.SecretName == "app-peer-token"
+		}
+	}
+	if !found {
+		t.Errorf("volumes %+v, want peer-token from the Secret app-peer-token", spec.Volumes)
+	}
+}

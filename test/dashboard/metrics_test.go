@@ -53,6 +53,11 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarTheBackendOrTheInjector(t *t
 	if err := os.WriteFile(policyFile, []byte(replayPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Peers need the release's peer token; with it the sidecar holds leases.
+	tokenFile := filepath.Join(t.TempDir(), "peer-token")
+	if err := os.WriteFile(tokenFile, []byte("dashboard-test-token-0123456789abcdefgh"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	startProcess(t, filepath.Join(bin, "hello-backend"),
 		"--listen", helloAddr, "--metrics-listen", helloMetrics, "--latency", "50ms")
 	// The sidecar is its own only peer: it forwards every collapsed call to
@@ -61,7 +66,7 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarTheBackendOrTheInjector(t *t
 	startProcess(t, filepath.Join(bin, "collapser"),
 		"--listen", sidecarAddr, "--backend", helloAddr, "--metrics-listen", sidecarMetrics,
 		"--collapse-methods", sayHelloMethod,
-		"--peers", peerAddr, "--peer-listen", peerAddr, "--policy-file", policyFile)
+		"--peers", peerAddr, "--peer-listen", peerAddr, "--peer-token-file", tokenFile, "--policy-file", policyFile)
 
 	injectorMetrics := startInjector(t, bin)
 

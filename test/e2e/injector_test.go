@@ -52,7 +52,8 @@ func checkInjector(t *testing.T, s settings, release *k8s.KubectlOptions) {
 	}
 	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client}
 	c.create(t, helloDeployment(s, helloApp, 1, nil), helloService(helloApp),
-		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService}),
+		peerTokenSecret(peersToken),
+		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken}),
 		helloService(peersApp), headlessPeersService(peersService, peersApp))
 
 	t.Run("a plain Deployment gets the native sidecar and a burst through its Service makes one backend call", c.deploymentBurst)
@@ -279,6 +280,8 @@ func (c *injectorChecks) create(t *testing.T, objs ...runtime.Object) {
 			_, err = c.client.BatchV1().Jobs(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.Service:
 			_, err = c.client.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Secret:
+			_, err = c.client.CoreV1().Secrets(ns).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			err = errors.New("not a kind the injector checks create")
 		}

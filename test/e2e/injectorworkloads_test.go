@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/rand"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,9 @@ const (
 	// annotation names.
 	peersApp     = "hello-peers"
 	peersService = peersApp + "-pods"
+	// peersToken is the Secret of the peers' token (key token), which
+	// every call between them carries.
+	peersToken = peersApp + "-peer-token"
 	// probeApp labels the pods that only show what admission did to them:
 	// no Service selects them.
 	probeApp = "admission-probe"
@@ -27,11 +32,12 @@ const (
 // The injector's annotations and the injected sidecar's names (package
 // inject: the test module cannot import it).
 const (
-	annotationInject = "collapser.io/inject"
-	annotationPeers  = "collapser.io/peers"
-	sidecarName      = "collapser"      // the chart's sidecar container's name
-	sidecarPort      = "collapser"      // the injected gRPC port a Service targets
-	sidecarPeerPort  = "collapser-peer" // the injected peer port
+	annotationInject          = "collapser.io/inject"
+	annotationPeers           = "collapser.io/peers"
+	annotationPeerTokenSecret = "collapser.io/peer-token-secret"
+	sidecarName               = "collapser"      // the chart's sidecar container's name
+	sidecarPort               = "collapser"      // the injected gRPC port a Service targets
+	sidecarPeerPort           = "collapser-peer" // the injected peer port
 )
 
 // appSelector lists the pods of app.
@@ -100,6 +106,15 @@ func helloDeployment(s settings, app string, replicas int32, annotations map[str
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 			Template: injectedPodTemplate(app, helloPodSpec(s), annotations),
 		},
+	}
+}
+
+// peerTokenSecret is the Secret name, of a peers' token (key token): 52
+// random characters.
+func peerTokenSecret(name string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		StringData: map[string]string{"token": rand.Text() + rand.Text()},
 	}
 }
 

@@ -109,11 +109,11 @@ Where the sidecar reads the release's peer token (the Secret collapser.peerToken
 {{- end }}
 
 {{/*
-The Secret holding the release's peer token, which the peer port asks of every purge
-one replica takes to another.
+The Secret holding the release's peer token, which every call on the peer port must
+carry: peers.existingSecret, or the one the chart makes.
 */}}
 {{- define "collapser.peerTokenSecret" -}}
-{{ include "collapser.fullname" . }}-peer-token
+{{ .Values.peers.existingSecret | default (printf "%s-peer-token" (include "collapser.fullname" .)) }}
 {{- end }}
 
 {{/*
@@ -147,6 +147,18 @@ The headless Service of the collapser pods' metrics ports.
 "true" when the sidecars forward collapsed calls to their keys' owners: peers.enabled,
 or, when it is null, whether more than one pod can run.
 */}}
+{{/*
+"true" when the NetworkPolicy renders: networkPolicy.enabled, or, when it is null,
+wherever peers are on (the peer port is then kept to the release's own pods).
+*/}}
+{{- define "collapser.networkPolicyEnabled" -}}
+{{- if kindIs "bool" .Values.networkPolicy.enabled }}
+{{- .Values.networkPolicy.enabled }}
+{{- else }}
+{{- include "collapser.peersEnabled" . }}
+{{- end }}
+{{- end }}
+
 {{- define "collapser.peersEnabled" -}}
 {{- if kindIs "bool" .Values.peers.enabled }}
 {{- .Values.peers.enabled }}

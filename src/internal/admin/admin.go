@@ -8,17 +8,16 @@
 // default, it refuses callers from other addresses unless told otherwise
 // (AllowRemote): the pod's own backend is the one that knows when an answer
 // is out of date; from there a purge goes to every other replica, ready or
-// not, when the sidecar has Replicas (peers and a peer token), and waits
-// for those it could not reach (replicas.go, package coherence). On the
-// peer listener (NewPeer) it takes purges only from the release's own
-// sidecars, which present the release's peer token, and takes them to no
-// one else; there it also serves the journal the other replicas fetch the
+// not, when the sidecar has Replicas (peers), and waits for those it could
+// not reach (replicas.go, package coherence). On the peer listener
+// (NewPeer), whose server lets in only the release's own sidecars
+// (peers.Authenticate), it takes purges from them and takes them to no one
+// else; there it also serves the journal the other replicas fetch the
 // purges they missed from.
 package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"net/netip"
 	"slices"
@@ -110,40 +109,26 @@ func New(o Options) *Service {
 	}}
 }
 
-// NewPeer returns the Service of the peer listener: it takes purges from
-// the replicas that present the release's peer token, skips those this
-// sidecar sent itself, and takes them to no one else; with replicas nil
-// (no peer token) it takes none. It observes nothing: the replica that
+// NewPeer returns the Service of the peer listener, of replicas: it takes
+// purges from the other replicas, skips those this sidecar sent itself,
+// and takes them to no one else. It checks no access itself: serve it only
+// on the peer listener, whose server lets in only the release's own
+// sidecars (peers.Authenticate). It observes nothing: the replica that
 // took the purge to the others counts it once, with every answer it took
-// back on each. It panics without a Purger.
+// back on each. It panics without a Purger or Replicas.
 func NewPeer(purger Purger, replicas *Replicas) *Service {
-	if purger == nil {
-		panic("admin: a Purger is required")
+	if purger == nil || replicas == nil {
+		panic("admin: a Purger and Replicas are required")
 	}
-	return &Service{o: Options{Purger: purger, Replicas: replicas}, peer: true, access: peerAccess(replicas)}
-}
-
-// peerAccess returns the check of a peer's call: it carries the release's
-// peer token.
-func peerAccess(replicas *Replicas) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if replicas == nil {
-			return status.Error(codes.PermissionDenied, "admin: this sidecar has no peer token (COLLAPSER_PEER_TOKEN_FILE): it takes no purge from other replicas")
-		}
-		got := metadata.ValueFromIncomingContext(ctx, TokenHeader)
-		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(replicas.token)) != 1 {
-			return status.Error(codes.Unauthenticated, "admin: a call from a replica must carry the release's peer token")
-		}
-		return nil
-	}
+	return &Service{o: Options{Purger: purger, Replicas: replicas}, peer: true}
 }
 
 // Register registers s on srv; the peer listener's Service registers the
 // journal's Sync service beside it, when it has Replicas.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	adminv1.RegisterCacheServer(srv, s)
-	if s.peer && s.o.Replicas != nil {
-		s.o.Replicas.register(srv, s.access)
+	if s.peer {
+		s.o.Replicas.register(srv)
 	}
 }
 
@@ -209,7 +194,7 @@ func (s *Service) everywhere(ctx context.Context, kind string, req *adminv1.Purg
 	r := s.o.Replicas
 	switch {
 	case s.peer:
-		if r != nil && !slices.Equal(metadata.ValueFromIncomingContext(ctx, OriginHeader), []string{r.journal.ID()}) {
+		if !slices.Equal(metadata.ValueFromIncomingContext(ctx, OriginHeader), []string{r.journal.ID()}) {
 			r.pushed(ctx, func() { resp.Entries = int64(s.purge(kind, req, scopeOf(ctx))) })
 			resp.Replicas = 1
 		}

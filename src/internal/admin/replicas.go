@@ -16,13 +16,11 @@ import (
 	"github.com/collapser/collapser/src/internal/coherence"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/secretfile"
 )
 
 // The headers of a purge one replica takes to another.
 const (
-	// TokenHeader carries the release's peer token, which the peer listener
-	// asks of every purge and every Sync.
-	TokenHeader = "collapser-peer-token"
 	// OriginHeader carries the journal id of the sidecar that takes the
 	// purge to the replicas: its own peer listener, one of them, skips it.
 	OriginHeader = "collapser-purge-origin"
@@ -74,14 +72,14 @@ func proxyScope(s peerv1.Scope) proxy.Scope {
 }
 
 // Replicas are the other replicas of a sidecar, ready or not, reached
-// through their peer listeners with the release's peer token. A purge is
+// through their peer listeners with the release's peer token
+// (peers.Credentials). A purge is
 // taken to each at once; the replicas it did not reach fetch it from this
 // sidecar's journal, and the purge waits for them or for their leases to
 // run out (package coherence). Create them with NewReplicas and run them
 // (Run).
 type Replicas struct {
 	fanout  *peers.Fanout
-	token   string
 	journal *coherence.Journal
 	leases  *coherence.Leases
 	logger  *slog.Logger
@@ -95,8 +93,8 @@ type ReplicasOptions struct {
 	Target string
 	// Listen is this sidecar's peer listener, by which it knows itself.
 	Listen string
-	// Token is the release's peer token.
-	Token string
+	// Token is the release's peer token, presented on every call.
+	Token *secretfile.Value
 	// Purger applies here the purges this sidecar fetches from the others'
 	// journals, and takes everything back when a lease runs out.
 	Purger Purger
@@ -112,7 +110,7 @@ type ReplicasOptions struct {
 
 // NewReplicas returns the replicas o names.
 func NewReplicas(o ReplicasOptions) (*Replicas, error) {
-	fanout, err := peers.NewFanout(o.Target, o.Listen)
+	fanout, err := peers.NewFanout(o.Target, o.Listen, peers.Credentials(o.Token))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +119,6 @@ func NewReplicas(o ReplicasOptions) (*Replicas, error) {
 	}
 	r := &Replicas{
 		fanout:  fanout,
-		token:   o.Token,
 		journal: coherence.NewJournal(coherence.JournalOptions{Lease: o.Lease, Now: o.Now}),
 		logger:  o.Logger,
 	}
@@ -130,9 +127,6 @@ func NewReplicas(o ReplicasOptions) (*Replicas, error) {
 		Self:     fanout.Self,
 		Conn:     fanout.Conn,
 		Gone:     fanout.Gone,
-		Outgoing: func(ctx context.Context) context.Context {
-			return metadata.AppendToOutgoingContext(ctx, TokenHeader, o.Token)
-		},
 		Apply: func(e *peerv1.Entry) {
 			if kind, err := check(e.GetPurge()); err == nil {
 				purgeWith(o.Purger, kind, e.GetPurge(), proxy.Purge{Soft: e.GetPurge().GetSoft(), Scope: proxyScope(e.GetScope())})
@@ -165,9 +159,9 @@ func (r *Replicas) Stats() coherence.Stats { return r.leases.Stats() }
 func (r *Replicas) Close() error { return r.fanout.Close() }
 
 // register registers the journal's Sync service on the peer listener's
-// server, for the callers access lets in.
-func (r *Replicas) register(srv grpc.ServiceRegistrar, access func(context.Context) error) {
-	coherence.NewServer(r.journal, access).Register(srv)
+// server.
+func (r *Replicas) register(srv grpc.ServiceRegistrar) {
+	coherence.NewServer(r.journal).Register(srv)
 }
 
 // pushed applies, with apply, the purge a replica pushed here, unless this
@@ -202,7 +196,7 @@ func (r *Replicas) purge(ctx context.Context, req *adminv1.PurgeRequest, scope p
 	}
 	others := slices.DeleteFunc(slices.Clone(listed), r.fanout.Self)
 	push, stop := context.WithCancel(metadata.AppendToOutgoingContext(ctx,
-		TokenHeader, r.token, OriginHeader, r.journal.ID(), ScopeHeader, scopes[scope].header, SeqHeader, strconv.FormatUint(seq, 10)))
+		OriginHeader, r.journal.ID(), ScopeHeader, scopes[scope].header, SeqHeader, strconv.FormatUint(seq, 10)))
 	defer stop()
 	var mu sync.Mutex
 	var pushes sync.WaitGroup

@@ -69,9 +69,6 @@ type LeasesOptions struct {
 	// Gone reports whether nothing is left at addr: the last attempt to
 	// connect was refused, or found no host. Nil: never.
 	Gone func(addr string) bool
-	// Outgoing decorates the context of every Sync (the peers'
-	// credentials); nil: none.
-	Outgoing func(context.Context) context.Context
 	// Apply takes back here what an entry took back.
 	Apply func(*peerv1.Entry)
 	// Flush takes back everything this replica keeps, and detaches every
@@ -104,9 +101,6 @@ func NewLeases(o LeasesOptions) *Leases {
 	}
 	if o.Gone == nil {
 		o.Gone = func(string) bool { return false }
-	}
-	if o.Outgoing == nil {
-		o.Outgoing = func(ctx context.Context) context.Context { return ctx }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -233,7 +227,7 @@ func (l *Leases) syncWith(ctx context.Context, addr, self string) synced {
 			}
 		}
 		l.mu.Unlock()
-		ctx, cancel := context.WithTimeout(l.o.Outgoing(ctx), min(l.o.Interval, l.o.Lease/5))
+		ctx, cancel := context.WithTimeout(ctx, min(l.o.Interval, l.o.Lease/5))
 		defer cancel()
 		r.resp, err = peerv1.NewReplicasClient(cc).Sync(ctx, req)
 	}

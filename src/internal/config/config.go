@@ -164,7 +164,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.Peers, "peers", "", "gRPC `target` of every replica, this one included (dns:///name:port, or host:port,host:port): each key's calls are made by its owner; empty: no peers")
 	fs.StringVar(&c.Replicas, "replicas", "", "gRPC `target` naming every replica, ready or not, this one included (dns:///name:port of a headless Service that publishes not-ready addresses, or host:port,host:port), with --peers and --peer-token-file: purges are taken to each and each fetches those it missed; empty: --peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
-	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token, with --peers: purges reach every replica, and the peer listener takes them only with this token; empty: purges stay on this replica")
+	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token (at least 32 bytes, read again when it changes; the one before a change is still accepted), required with --peers: every call between replicas carries it, and the peer listener takes none without it")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges), loopback by default so that only the pod's own containers reach it; empty: none")
 	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service")
 	fs.StringVar(&c.TagsHeader, "tags-header", c.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")
@@ -285,6 +285,8 @@ func (c Settings) validate() error {
 		_, _, err := net.SplitHostPort(a.addr)
 		check(err == nil, a.flag, "%q is not host:port", a.addr)
 	}
+	check(c.Peers == "" || c.PeerTokenFile != "", "peer-token-file",
+		"peers (--peers) need the release's peer token: every call between replicas must prove it comes from one")
 	caches := c.Cache.MaxBytes + c.Streams.MaxHeldBytes
 	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)

@@ -80,6 +80,7 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"negative memory limit", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "-1"}, "COLLAPSER_MEMORY_LIMIT"},
 		// 128 MiB: a Go heap of 115.2 MiB, less than the default caches' 128 MiB.
 		{"memory limit below the caches", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "134217728"}, "--cache-max-bytes + --stream-max-held-bytes = 134217728"},
+		{"peers without a token", nil, map[string]string{"COLLAPSER_PEERS": "10.0.0.1:50053"}, "--peer-token-file (COLLAPSER_PEER_TOKEN_FILE): peers (--peers) need the release's peer token"},
 		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 	}

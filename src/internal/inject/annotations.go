@@ -159,7 +159,7 @@ func parseSettings(annotations map[string]string) (settings, []string, []string)
 		}
 	}
 	if s.peers != "" && s.peerToken == "" {
-		warnings = append(warnings, fmt.Sprintf("without %s, a purge sent to one sidecar takes back only its own replica's answers", AnnotationPeerTokenSecret))
+		rejections = append(rejections, fmt.Sprintf("annotation %s needs %s: every call between replicas carries the release's peer token (at least 32 bytes)", AnnotationPeers, AnnotationPeerTokenSecret))
 	}
 	return s, rejections, warnings
 }

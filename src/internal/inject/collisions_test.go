@@ -17,7 +17,7 @@ func TestInject_PortCollisions(t *testing.T) {
 			`port 50052 of the collapser sidecar (collapser.io/port) is already used by container "app"; set collapser.io/port to a free port`},
 		{"app uses the metrics port", optIn, corev1.ContainerPort{Name: "metrics", ContainerPort: 2112},
 			`port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "app"; set collapser.io/metrics-port to a free port`},
-		{"app uses the peer port", with(AnnotationPeers, "app-pods"), corev1.ContainerPort{Name: "gossip", ContainerPort: 50053},
+		{"app uses the peer port", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token"), corev1.ContainerPort{Name: "gossip", ContainerPort: 50053},
 			`port 50053 of the collapser sidecar (collapser.io/peer-port) is already used by container "app"; set collapser.io/peer-port to a free port`},
 		{"moved onto the app's port", with(AnnotationPort, "50051"), corev1.ContainerPort{Name: "grpc", ContainerPort: 50051},
 			`port 50051 of the collapser sidecar (collapser.io/port) is already used by container "app"`},

@@ -107,6 +107,11 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 	if err != nil || !wanted || in.injected(pod) {
 		return Result{}, err
 	}
+	if pod.Spec.HostNetwork {
+		// The sidecar's ports would be the node's, and its admin service
+		// on the node's loopback; Istio and Linkerd skip such pods too.
+		return Result{Warnings: []string{"the pod uses the node's network (hostNetwork): the collapser sidecar is not injected, since its ports and its admin service would be the node's"}}, nil
+	}
 	s, rejections, warnings := parseSettings(pod.Annotations)
 	if len(rejections) > 0 {
 		return Result{}, &Rejection{Reasons: rejections}

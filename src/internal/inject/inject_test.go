@@ -103,7 +103,7 @@ func TestInject_Ordinary(t *testing.T) {
 func TestInject_AlreadyInjected(t *testing.T) {
 	for _, mode := range []Mode{Native, Ordinary} {
 		in := Injector{Template: testTemplate(t), Mode: mode}
-		pod := appPod(with(AnnotationPolicy, "rules", AnnotationPeers, "app-pods"))
+		pod := appPod(with(AnnotationPolicy, "rules", AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token"))
 		res, err := in.Inject(pod, "team", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +146,7 @@ func TestInject_Annotations(t *testing.T) {
 				t.Errorf("%s = %q, want 1.5s", envCacheTTL, got)
 			}
 		}},
-		{"peers", with(AnnotationPeers, "app-pods"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+		{"peers", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
 			if got := env(c, envPeers); got != "dns:///app-pods.team.svc.cluster.local:50053" {
 				t.Errorf("%s = %q", envPeers, got)
 			}
@@ -166,7 +166,7 @@ func TestInject_Annotations(t *testing.T) {
 				t.Errorf("%s = %q: the owners stay the peers Service's pods", envPeers, got)
 			}
 		}},
-		{"peers and peer-port", with(AnnotationPeers, "app-pods", AnnotationPeerPort, "6000"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+		{"peers and peer-port", with(AnnotationPeers, "app-pods", AnnotationPeerPort, "6000", AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
 			if env(c, envPeers) != "dns:///app-pods.team.svc.cluster.local:6000" || port(c, PeerPortName) != 6000 || env(c, envPeerListen) != ":6000" {
 				t.Errorf("peers %q, peer port %d, listen %q; want 6000", env(c, envPeers), port(c, PeerPortName), env(c, envPeerListen))
 			}
@@ -210,13 +210,13 @@ func TestInject_Annotations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The undeclared backend port's, unless declared; the missing
-			// token's with peers; the ignored token's without them.
+			// The undeclared backend port's, unless declared; the ignored
+			// token's without peers.
 			want := 1
 			if tt.name == "backend-port" {
 				want = 0
 			}
-			if _, ok := tt.annotations[AnnotationPeers]; ok != (tt.annotations[AnnotationPeerTokenSecret] != "") {
+			if _, ok := tt.annotations[AnnotationPeers]; !ok && tt.annotations[AnnotationPeerTokenSecret] != "" {
 				want++
 			}
 			if len(res.Warnings) != want {
@@ -254,8 +254,9 @@ func TestInject_Rejections(t *testing.T) {
 		{"port", with(AnnotationPort, "0"), `annotation collapser.io/port: "0" is not valid; want a port number from 1 to 65535`},
 		{"metrics-port", with(AnnotationMetricsPort, "65536"), `annotation collapser.io/metrics-port: "65536" is not valid; want a port number from 1 to 65535`},
 		{"peer-port", with(AnnotationPeers, "p", AnnotationPeerPort, "-1"), `annotation collapser.io/peer-port: "-1" is not valid; want a port number from 1 to 65535`},
+		{"peers without a peer token", with(AnnotationPeers, "app-pods"), `annotation collapser.io/peers needs collapser.io/peer-token-secret`},
 		{"peers", with(AnnotationPeers, "App_Pods"), `annotation collapser.io/peers: "App_Pods" is not valid; want the name of a headless Service in the pod's namespace (a DNS-1035 label)`},
-		{"replicas", with(AnnotationPeers, "p", AnnotationReplicas, "app.replicas"), `annotation collapser.io/replicas: "app.replicas" is not valid; want the name of a headless Service in the pod's namespace that publishes not-ready addresses (a DNS-1035 label)`},
+		{"replicas", with(AnnotationPeers, "p", AnnotationPeerTokenSecret, "t", AnnotationReplicas, "app.replicas"), `annotation collapser.io/replicas: "app.replicas" is not valid; want the name of a headless Service in the pod's namespace that publishes not-ready addresses (a DNS-1035 label)`},
 		{"policy-configmap", with(AnnotationPolicy, "Policy!"), `annotation collapser.io/policy-configmap: "Policy!" is not valid; want the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)`},
 		{"cache-ttl", with(AnnotationCacheTTL, "5"), `annotation collapser.io/cache-ttl: "5" is not valid; want a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only)`},
 		{"negative cache-ttl", with(AnnotationCacheTTL, "-1s"), `annotation collapser.io/cache-ttl: "-1s" is not valid; want a Go duration`},
@@ -397,5 +398,14 @@ func TestEnvNames_AreTheSidecarsVariables(t *testing.T) {
 		if want := config.EnvName(flag); name != want {
 			t.Errorf("--%s is read from %s, injection sets %s", flag, want, name)
 		}
+	}
+}
+
+func TestInject_SkipsAPodOnTheNodesNetwork(t *testing.T) {
+	pod := appPod(optIn)
+	pod.Spec.HostNetwork = true
+	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+	if err != nil || len(res.Patch) != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "hostNetwork") {
+		t.Errorf("Inject of a hostNetwork pod = %+v, %v; want no patch and a warning naming hostNetwork", res, err)
 	}
 }

@@ -26,6 +26,7 @@ type Fanout struct {
 	fixed      []string // the fixed list's addresses
 	resolver   *net.Resolver
 	isSelf     func(addr string) bool
+	extra      []grpc.DialOption // besides connOptions: the peers' credentials
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // by address
@@ -34,13 +35,14 @@ type Fanout struct {
 
 // NewFanout returns a Fanout to the replicas of target, in the form Dial
 // takes; of the schemes only dns:/// names every replica. listen is this
-// replica's own peer listener, by which it knows itself among them (Self).
-func NewFanout(target, listen string) (*Fanout, error) {
+// replica's own peer listener, by which it knows itself among them (Self);
+// extra are options of every connection besides its own (Credentials).
+func NewFanout(target, listen string, extra ...grpc.DialOption) (*Fanout, error) {
 	isSelf, err := selfAddress(listen)
 	if err != nil {
 		return nil, err
 	}
-	f := &Fanout{resolver: net.DefaultResolver, isSelf: isSelf, conns: map[string]*grpc.ClientConn{}, gone: map[string]bool{}}
+	f := &Fanout{resolver: net.DefaultResolver, isSelf: isSelf, extra: extra, conns: map[string]*grpc.ClientConn{}, gone: map[string]bool{}}
 	if !strings.Contains(target, "://") {
 		eps, err := parseList(target)
 		if err != nil {
@@ -120,7 +122,7 @@ func (f *Fanout) Conn(addr string) (grpc.ClientConnInterface, error) {
 		return cc, nil
 	}
 	// passthrough: the address is a replica's, resolved already.
-	cc, err := grpc.NewClient("passthrough:///"+addr, append(connOptions(), grpc.WithContextDialer(f.dial))...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, append(append(connOptions(), grpc.WithContextDialer(f.dial)), f.extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", addr, err)
 	}

@@ -65,6 +65,9 @@ const (
 	// forwarder holds, stale or purged: the owner answers it with a fresh
 	// answer, never from a stale copy of its own.
 	RefreshHeader = "collapser-peer-refresh"
+	// TokenHeader carries the release's peer token on every call to a peer
+	// (Credentials, Authenticate).
+	TokenHeader = "collapser-peer-token"
 	// LifeHeader is the trailer an owner puts on every answer to a
 	// forwarded unary call: what is left of the windows it serves the
 	// answer for, so that a forwarder keeps its copy no longer (the
@@ -73,7 +76,7 @@ const (
 )
 
 // Headers lists the headers above.
-var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader, RefreshHeader, LifeHeader}
+var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader, RefreshHeader, TokenHeader, LifeHeader}
 
 // Defaults and fixed settings of peer connections.
 const (

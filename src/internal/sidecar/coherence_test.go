@@ -120,7 +120,7 @@ func startCoherentReplicas(t *testing.T, n int, s *store) []*coherentReplica {
 	if err := os.WriteFile(policy, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	token := peerToken(t, "release-token")
+	token := peerToken(t, releaseToken)
 	rs := make([]*coherentReplica, n)
 	peers := make([]net.Listener, n)
 	relays := make([]string, n)

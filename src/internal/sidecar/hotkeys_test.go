@@ -29,11 +29,21 @@ func (g *switchGate) sayHello(ctx context.Context, req *hellov1.HelloRequest) (*
 	return greet(ctx, req)
 }
 
+// syncReplicas makes every replica sync with the others now: after the
+// test moved the clock, their leases are renewed on the moved clock.
+func syncReplicas(t *testing.T, rs []*replica) {
+	t.Helper()
+	for _, r := range rs {
+		r.sidecar.replicas.Sync(testkit.Context(t))
+	}
+}
+
 // gatedBurst sends n identical calls of name spread over rs, once every one
 // waits in a sidecar, lets the backends answer, and returns how many
 // backend calls it made, by the backends' own counts.
 func gatedBurst(t *testing.T, rs []*replica, gates []*switchGate, name string, n int) int64 {
 	t.Helper()
+	syncReplicas(t, rs)
 	before := backendCalls(rs)
 	gate := make(chan struct{})
 	for _, g := range gates {
@@ -73,7 +83,7 @@ func TestPeers_AHotKeyOfAKeptMethodMakesOneBackendCallAfterItShows(t *testing.T)
 		addrs[i] = startBackend(t, backends[i])
 	}
 	rs := startSidecars(t, addrs, true, func(c *config.Settings) { c.CollapseMethods = []string{sayHello} },
-		withSeams(seams{now: clock.Now}))
+		withSeams(seams{now: clock.Now, syncEvery: time.Hour})) // the test syncs them as it moves the clock
 	for i, r := range rs {
 		r.backend = backends[i]
 	}
@@ -91,6 +101,7 @@ func TestPeers_AHotKeyOfAKeptMethodMakesOneBackendCallAfterItShows(t *testing.T)
 	for i := 0; !kept(); i++ {
 		if i%(3*2*forwarding.MinCalls) == 0 {
 			clock.Advance(forwarding.Window)
+			syncReplicas(t, rs)
 		}
 		if _, err := rs[i%len(rs)].client.SayHello(ctx, &hellov1.HelloRequest{Name: fmt.Sprint("distinct-", i)}); err != nil {
 			t.Fatal(err)

@@ -12,9 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +36,7 @@ import (
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
+	"github.com/collapser/collapser/src/internal/secretfile"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 	"github.com/collapser/collapser/src/internal/tracing"
 )
@@ -59,7 +58,7 @@ type Sidecar struct {
 	cfg      config.Settings
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
-	peers    *peers.Ring     // nil: no peers
+	peers    *peerLinks      // nil: no peers
 	replicas *admin.Replicas // the replicas purges are taken to; nil: none
 	proxy    *proxy.Proxy
 	resolver *methodkind.Resolver
@@ -134,56 +133,56 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
-	var peerConn *peers.Ring
+	var links *peerLinks
 	if cfg.Peers != "" {
-		if peerConn, err = peers.Dial(cfg.Peers, cfg.PeerListen, tr.DialOptions()...); err != nil {
+		if links, err = dialPeers(cfg, tr, logger); err != nil {
 			backend.Close()
 			return nil, err
 		}
 	}
-	s, err := assemble(cfg, logger, backend, peerConn, rule, labels, tr, sm)
+	s, err := assemble(cfg, logger, backend, links, rule, labels, tr, sm)
 	if err != nil {
 		backend.Close()
-		if peerConn != nil {
-			peerConn.Close()
+		if links != nil {
+			links.ring.Close()
 		}
 		return nil, err
 	}
 	return s, nil
 }
 
-// readPeerToken returns the release's peer token, read from cfg's file; ""
-// without peers or without a token file, when purges stay on this replica.
-func readPeerToken(cfg config.Settings, logger *slog.Logger) (string, error) {
-	if cfg.Peers == "" {
-		return "", nil
-	}
-	if cfg.PeerTokenFile == "" {
-		logger.Warn("peers without a peer token (COLLAPSER_PEER_TOKEN_FILE): purges stay on this replica, and the peer listener takes none from the others")
-		return "", nil
-	}
-	data, err := os.ReadFile(cfg.PeerTokenFile)
+// peerLinks are what ties a sidecar to its peers: the connection to their
+// ring, and the release's peer token every call between them carries.
+type peerLinks struct {
+	ring  *peers.Ring
+	token *secretfile.Value
+}
+
+// dialPeers reads the release's peer token (at least peers.MinTokenBytes)
+// and makes the connection to the peers, traced by tr, which presents it.
+func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*peerLinks, error) {
+	token, err := secretfile.Load(cfg.PeerTokenFile, peers.MinTokenBytes, logger)
 	if err != nil {
-		return "", fmt.Errorf("peer token: %w", err)
+		return nil, fmt.Errorf("peer token (%s): %w", config.EnvName("peer-token-file"), err)
 	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("peer token: %s is empty", cfg.PeerTokenFile)
+	ring, err := peers.Dial(cfg.Peers, cfg.PeerListen, append(tr.DialOptions(), peers.Credentials(token))...)
+	if err != nil {
+		return nil, err
 	}
-	return token, nil
+	return &peerLinks{ring: ring, token: token}, nil
 }
 
 // replicas returns the other replicas purges are taken to and synced with,
 // which purge p and tell it until when it may serve what it keeps; nil
-// without a peer token.
-func replicas(cfg config.Settings, token string, p *proxy.Proxy, logger *slog.Logger, sm seams) (*admin.Replicas, error) {
-	if token == "" {
+// without peers.
+func replicas(cfg config.Settings, links *peerLinks, p *proxy.Proxy, logger *slog.Logger, sm seams) (*admin.Replicas, error) {
+	if links == nil {
 		return nil, nil
 	}
 	return admin.NewReplicas(admin.ReplicasOptions{
 		Target:       cmp.Or(cfg.Replicas, cfg.Peers),
 		Listen:       cfg.PeerListen,
-		Token:        token,
+		Token:        links.token,
 		Purger:       p,
 		Hold:         p.CoherentUntil,
 		Logger:       logger,
@@ -193,7 +192,7 @@ func replicas(cfg config.Settings, token string, p *proxy.Proxy, logger *slog.Lo
 }
 
 // assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, peerConn *peers.Ring, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
+func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, links *peerLinks, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -219,9 +218,9 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if tr != nil {
 		sources.Traces = tr.Stats
 	}
-	if peerConn != nil {
+	if links != nil {
 		sources.Peers = func() metrics.PeerState {
-			ps := metrics.PeerState{Members: peerConn.Members(), Forwarded: p.Forwarded()}
+			ps := metrics.PeerState{Members: links.ring.Members(), Forwarded: p.Forwarded()}
 			if others != nil {
 				leases := others.Stats()
 				ps.Leases = &leases
@@ -249,12 +248,8 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	}
 	decider = policy.NewDecider(store, resolver, logger)
 	var peerRing proxy.Peers // a nil *peers.Ring must stay a nil interface
-	if peerConn != nil {
-		peerRing = peerConn
-	}
-	token, err := readPeerToken(cfg, logger)
-	if err != nil {
-		return nil, err
+	if links != nil {
+		peerRing = links.ring
 	}
 	// The proxy's purges on write go through the admin service, which
 	// takes them to every replica; it is built on the proxy, after it.
@@ -285,7 +280,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	others, err = replicas(cfg, token, p, logger, sm)
+	others, err = replicas(cfg, links, p, logger, sm)
 	if err != nil {
 		return nil, err
 	}
@@ -296,9 +291,11 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	}
 	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
 	var peerServer *grpc.Server
-	if peerConn != nil {
-		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
-		admin.NewPeer(p, others).Register(peerServer) // without a token the peer listener takes no purge
+	if links != nil {
+		// Every call on the peer port proves it comes from a replica.
+		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), limits.ServerOptions(), tr.ServerOptions(),
+			[]grpc.ServerOption{peers.Authenticate(links.token)})...)
+		admin.NewPeer(p, others).Register(peerServer)
 	}
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -312,7 +309,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		cfg:      cfg,
 		logger:   logger,
 		backend:  backend,
-		peers:    peerConn,
+		peers:    links,
 		replicas: others,
 		proxy:    p,
 		resolver: resolver,
@@ -361,6 +358,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.resolver.Ready, s.logger) })
 	if s.replicas != nil {
 		wg.Go(func() { s.replicas.Run(ctx) })
+		wg.Go(func() { s.peers.token.Run(ctx, 0) })
 	}
 	wg.Go(func() {
 		if err := s.server.Serve(s.limits.Listener(grpcLis)); err != nil {
@@ -412,7 +410,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
 	}
 	if s.peers != nil {
-		if cErr := s.peers.Close(); cErr != nil {
+		if cErr := s.peers.ring.Close(); cErr != nil {
 			err = errors.Join(err, fmt.Errorf("close peer connection: %w", cErr))
 		}
 	}
