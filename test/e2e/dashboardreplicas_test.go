@@ -105,7 +105,8 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 		// share, and every pod forwards every collapsed method.
 		expect("Forwarded methods", everySeriesPeaksAt("A", replicas)),
 		// Every pod holds a lease from each other one, and none ran out.
-		expect("Leases each pod holds", everySeriesPeaksAt("A", replicas-1), seriesCount("A", replicas)),
+		expect("Leases each pod holds", everySeriesPeaksAt("A", replicas-1), seriesCount("A", replicas),
+			everySeriesPeaksAt("B", replicas)),
 		expect("Lease lapses", total(source{"the pods reach each other", 0})),
 	}
 }
@@ -126,7 +127,7 @@ func onePodExpectations(burst *demo.Report, truth int64) []expectation {
 		expect("Forwarded and peer-served calls/s", noSeries("A", "B", "C")),
 		expect("Replicas each pod lists", noSeries("A")),
 		expect("Forwarded methods", noSeries("A")),
-		expect("Leases each pod holds", noSeries("A")),
+		expect("Leases each pod holds", noSeries("A", "B")),
 		expect("Lease lapses", total(none)),
 	}
 }

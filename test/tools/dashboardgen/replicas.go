@@ -122,10 +122,12 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				`pod asks every other for the purges it missed, and each answer is a lease of 10 s. A pod ` +
 				`whose lease from another ran out (it could not reach it) takes back everything it kept, ` +
 				`and shares and keeps nothing until it reaches every pod again: see Lease lapses. With N ` +
-				`pods each line sits at N-1. No data without peers or without a peer token.`).
+				`pods each line sits at N-1, and the pods that serve what they keep (collapser_peer_coherent, ` +
+				`summed) at N. No data without peers or without a peer token.`).
 			Min(0).
 			Targets(queries(
 				series(`max by (instance) (collapser_peer_leases)`, "{{instance}}"),
+				series(`sum(collapser_peer_coherent)`, "pods that serve what they keep"),
 			)),
 		countStat(55, "Lease lapses", l.at(12, 20, 12, 8)).
 			Description(`Times a pod's lease from another ran out, or it found itself not among the replicas ` +
