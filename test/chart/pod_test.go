@@ -213,6 +213,7 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_CACHE_CONTROL":                   "honor",
 		"COLLAPSER_ADMIN_LISTEN":                    "127.0.0.1:50054",
 		"COLLAPSER_ADMIN_ALLOW_REMOTE":              "false",
+		"COLLAPSER_ADMIN_TOKEN_FILE":                "",
 		"COLLAPSER_TAGS_HEADER":                     "collapser-tags",
 		"COLLAPSER_FORWARD_TAGS_HEADER":             "false",
 		"COLLAPSER_MAX_TTL":                         "5m0s",

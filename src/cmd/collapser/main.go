@@ -8,12 +8,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"google.golang.org/grpc/resolver/dns"
 
@@ -69,7 +72,16 @@ func listen(cfg config.Settings) (sidecar.Listeners, error) {
 	var lis sidecar.Listeners
 	var opened []net.Listener
 	open := func(what, addr string, to *net.Listener) error {
-		l, err := net.Listen("tcp", addr)
+		network := "tcp"
+		if socket, ok := strings.CutPrefix(addr, "unix:"); ok {
+			// A socket left by an earlier run (a restarted container, a
+			// volume that outlived it) would refuse the new one.
+			if err := os.Remove(socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("listen for %s: %w", what, err)
+			}
+			network, addr = "unix", socket
+		}
+		l, err := net.Listen(network, addr)
 		if err != nil {
 			return fmt.Errorf("listen for %s: %w", what, err)
 		}

@@ -28,16 +28,25 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
+	"github.com/collapser/collapser/src/internal/secretfile"
 )
 
 // DefaultListen is the admin listener's address: loopback, so that only the
 // pod's own containers can reach it.
 const DefaultListen = "127.0.0.1:50054"
+
+// MinTokenBytes is the shortest admin token a sidecar takes.
+const MinTokenBytes = 32
+
+// MaxConnections bounds the admin listener's connections: a few of the
+// pod's own containers call it, and no one may hold it down.
+const MaxConnections = 16
 
 // Purger takes answers back (implemented by *proxy.Proxy).
 type Purger interface {
@@ -52,7 +61,8 @@ type Purger interface {
 // Observer is told about every purge (implemented by *metrics.Recorder).
 type Observer interface {
 	// ObservePurge is called once per purge request with its kind
-	// (KindRequest, KindMethod, KindTag, or KindNone when it named none), its
+	// (KindRequest, KindMethod, KindTag, or KindNone when it named none or
+	// was refused before it was read), its
 	// mode (ModeHard or ModeSoft), its result (ResultOK, ResultInvalid or
 	// ResultRefused) and the answers it took back.
 	ObservePurge(kind, mode, result string, entries int)
@@ -85,28 +95,66 @@ type Options struct {
 	AllowRemote bool
 	// Replicas, when set, are the other replicas every purge is taken to.
 	Replicas *Replicas
+	// Token, when set, is what every caller must present, as
+	// "authorization: Bearer <token>", from any address: a source
+	// address proves nothing in a mesh that forwards inbound traffic from
+	// loopback. Nil: only callers on loopback or a Unix socket may purge,
+	// unless AllowRemote.
+	Token *secretfile.Value
 }
 
 // Service implements adminv1.CacheServer.
 type Service struct {
 	adminv1.UnimplementedCacheServer
 	o      Options
-	access func(ctx context.Context) error // nil: the caller may purge
-	peer   bool                            // serves the peer listener (NewPeer)
+	access func(ctx context.Context, md metadata.MD) error // nil: the caller may purge
+	peer   bool                                            // serves the peer listener (NewPeer)
 }
 
 // New returns the Service of the admin listener; it panics without a Purger.
+// Serve it on a server with its Tap, which checks every caller.
 func New(o Options) *Service {
 	if o.Purger == nil {
 		panic("admin: Options.Purger is required")
 	}
-	return &Service{o: o, access: func(ctx context.Context) error {
-		if o.AllowRemote || fromLoopback(ctx) {
+	return &Service{o: o, access: func(ctx context.Context, md metadata.MD) error {
+		switch token, ok := strings.CutPrefix(firstOf(md.Get("authorization")), "Bearer "); {
+		case o.Token != nil && ok && len(md.Get("authorization")) == 1 && o.Token.Matches(token):
+			return nil
+		case o.Token != nil:
+			return status.Error(codes.Unauthenticated, "admin: a purge must carry the admin token (COLLAPSER_ADMIN_TOKEN_FILE) as authorization: Bearer <token>")
+		case o.AllowRemote || fromLocal(ctx):
 			return nil
 		}
 		return status.Error(codes.PermissionDenied,
-			"admin: purges are taken from loopback only (the pod's own containers); see COLLAPSER_ADMIN_ALLOW_REMOTE")
+			"admin: purges are taken from loopback or a Unix socket only (the pod's own containers); see COLLAPSER_ADMIN_TOKEN_FILE")
 	}}
+}
+
+// Tap returns the server option that checks every caller before anything
+// of its call is read (grpc.InTapHandle), and counts each refusal as a
+// purge of kind none, mode hard, result refused (what it asked for is not
+// read). The peer listener's Service has none: its server lets in only
+// the release's own sidecars (peers.Authenticate).
+func (s *Service) Tap() grpc.ServerOption {
+	return grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := s.admit(ctx, info.Header); err != nil {
+			return nil, err
+		}
+		return ctx, nil
+	})
+}
+
+// admit checks a caller with request headers md, and counts a refusal.
+func (s *Service) admit(ctx context.Context, md metadata.MD) error {
+	if s.access == nil {
+		return nil
+	}
+	err := s.access(ctx, md)
+	if err != nil && s.o.Observer != nil {
+		s.o.Observer.ObservePurge(KindNone, ModeHard, ResultRefused, 0)
+	}
+	return err
 }
 
 // NewPeer returns the Service of the peer listener, of replicas: it takes
@@ -134,7 +182,7 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 
 // Purge implements adminv1.CacheServer.
 func (s *Service) Purge(ctx context.Context, req *adminv1.PurgeRequest) (*adminv1.PurgeResponse, error) {
-	resp, err := s.run(ctx, req, s.access)
+	resp, err := s.run(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -155,22 +203,17 @@ func (s *Service) Invalidate(ctx context.Context, methods, tags []string) error 
 	}
 	var errs []error
 	for _, req := range reqs {
-		_, err := s.run(ctx, req, nil)
+		_, err := s.run(ctx, req)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// run checks req, then the caller's access when access is not nil, runs it
-// everywhere and observes it with its result.
-func (s *Service) run(ctx context.Context, req *adminv1.PurgeRequest, access func(context.Context) error) (*adminv1.PurgeResponse, error) {
+// run checks req, runs it everywhere and observes it with its result. Who
+// may ask, the server's Tap has checked.
+func (s *Service) run(ctx context.Context, req *adminv1.PurgeRequest) (*adminv1.PurgeResponse, error) {
 	kind, err := check(req)
 	result, resp := ResultInvalid, &adminv1.PurgeResponse{}
-	if err == nil && access != nil {
-		if err = access(ctx); err != nil {
-			result = ResultRefused
-		}
-	}
 	if err == nil {
 		result, resp, err = s.everywhere(ctx, kind, req)
 	}
@@ -284,12 +327,15 @@ func check(req *adminv1.PurgeRequest) (string, error) {
 	return invalid(KindNone, "no selector: set one of request, method or tag")
 }
 
-// fromLoopback reports whether ctx's caller connected from a loopback
-// address.
-func fromLoopback(ctx context.Context) bool {
+// fromLocal reports whether ctx's caller connected from a loopback address
+// or over a Unix socket (which its file's permissions guard).
+func fromLocal(ctx context.Context) bool {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return false
+	}
+	if p.Addr.Network() == "unix" {
+		return true
 	}
 	ap, err := netip.ParseAddrPort(p.Addr.String())
 	return err == nil && ap.Addr().Unmap().IsLoopback()

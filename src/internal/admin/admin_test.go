@@ -127,8 +127,6 @@ func TestPurge_BadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		{"upper-case header", from("127.0.0.1"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Request{Request: &adminv1.Request{
 			Method: "/a.B/C", Headers: []*adminv1.Header{{Name: "Authorization"}},
 		}}}, codes.InvalidArgument, `request.headers[0].name "Authorization": want a lower-case header name or :authority`},
-		{"not from loopback", from("10.1.2.3"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}, codes.PermissionDenied, "from loopback only"},
-		{"no peer at all", context.Background(), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}, codes.PermissionDenied, "from loopback only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,11 +142,6 @@ func TestPurge_BadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 				t.Errorf("observed %q, want one purge that is not ok", o.purges)
 			}
 		})
-	}
-	// With AllowRemote, another address may purge.
-	p := &purges{}
-	if _, err := New(Options{Purger: p, AllowRemote: true}).Purge(from("10.1.2.3"), &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}}); err != nil || len(p.calls) != 1 {
-		t.Errorf("AllowRemote: err %v, calls %q; want the purge made", err, p.calls)
 	}
 }
 
@@ -237,5 +230,55 @@ func TestInvalidate_PurgesEachMethodAndTagHardAndCountsThem(t *testing.T) {
 	err := New(Options{Purger: p, Observer: o}).Invalidate(context.Background(), []string{"Get"}, nil)
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Invalidate of a malformed method: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// unixPeer returns a context whose caller connected over a Unix socket.
+func unixPeer() context.Context {
+	return peer.NewContext(context.Background(), &peer.Peer{Addr: &net.UnixAddr{Name: "@", Net: "unix"}})
+}
+
+func TestAdmit_ChecksEveryCallerBeforeItsCallIsRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "admin-token")
+	token := strings.Repeat("a", 32)
+	if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := secretfile.Load(path, 32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(v string) metadata.MD { return metadata.Pairs("authorization", v) }
+	for _, tt := range []struct {
+		name string
+		o    Options
+		ctx  context.Context
+		md   metadata.MD
+		code codes.Code
+	}{
+		{"loopback", Options{}, from("127.0.0.1"), nil, codes.OK},
+		{"a Unix socket", Options{}, unixPeer(), nil, codes.OK},
+		{"another address", Options{}, from("10.1.2.3"), nil, codes.PermissionDenied},
+		{"mesh's inbound passthrough, without a token", Options{}, from("127.0.0.6"), nil, codes.OK},
+		{"no peer at all", Options{}, context.Background(), nil, codes.PermissionDenied},
+		{"another address, AllowRemote", Options{AllowRemote: true}, from("10.1.2.3"), nil, codes.OK},
+		{"token: loopback without it", Options{Token: admin}, from("127.0.0.6"), nil, codes.Unauthenticated},
+		{"token: a Unix socket without it", Options{Token: admin}, unixPeer(), nil, codes.Unauthenticated},
+		{"token: a wrong one", Options{Token: admin}, from("127.0.0.1"), bearer("Bearer " + strings.Repeat("b", 32)), codes.Unauthenticated},
+		{"token: without Bearer", Options{Token: admin}, from("127.0.0.1"), bearer(token), codes.Unauthenticated},
+		{"token: twice", Options{Token: admin}, from("127.0.0.1"), metadata.Pairs("authorization", "Bearer "+token, "authorization", "Bearer "+token), codes.Unauthenticated},
+		{"token: from any address", Options{Token: admin}, from("10.1.2.3"), bearer("Bearer " + token), codes.OK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, o := &purges{}, &observed{}
+			tt.o.Purger, tt.o.Observer = p, o
+			err := New(tt.o).admit(tt.ctx, tt.md)
+			if status.Code(err) != tt.code {
+				t.Errorf("admit = %v, want %v", err, tt.code)
+			}
+			if refused := slices.Equal(o.purges, []string{"none hard refused 0"}); refused != (tt.code != codes.OK) {
+				t.Errorf("observed %q; want one refusal only when refused", o.purges)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -46,6 +47,8 @@ type Settings struct {
 	AdminListen   string // address of the admin service's listener; "" for none
 	// AdminAllowRemote lets callers from other addresses than loopback purge.
 	AdminAllowRemote bool
+	// AdminTokenFile holds the token every admin call must carry; "": none.
+	AdminTokenFile string
 	// TagsHeader is the response header answers name their tags in; ""
 	// for none. ForwardTagsHeader passes it on to callers.
 	TagsHeader        string
@@ -165,8 +168,9 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.Replicas, "replicas", "", "gRPC `target` naming every replica, ready or not, this one included (dns:///name:port of a headless Service that publishes not-ready addresses, or host:port,host:port), with --peers and --peer-token-file: purges are taken to each and each fetches those it missed; empty: --peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
 	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token (at least 32 bytes, read again when it changes; the one before a change is still accepted), required with --peers: every call between replicas carries it, and the peer listener takes none without it")
-	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges), loopback by default so that only the pod's own containers reach it; empty: none")
-	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service")
+	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges): host:port, loopback by default so that only the pod's own containers reach it, or unix:<path> of a socket; empty: none")
+	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service (needs --admin-token-file)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`path` of a token (at least 32 bytes, read again when it changes) every admin call must carry as authorization: Bearer <token>, from any address; needed for an admin listener off loopback; empty: loopback or a Unix socket only")
 	fs.StringVar(&c.TagsHeader, "tags-header", c.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")
 	fs.BoolVar(&c.ForwardTagsHeader, "forward-tags-header", false, "pass the tags header on to callers instead of taking it out of the answer")
 	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
@@ -278,9 +282,16 @@ func (c Settings) validate() error {
 		}
 	}
 	addrs := []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}, {"peer-listen", c.PeerListen}}
-	if c.AdminListen != "" {
+	if socket, ok := strings.CutPrefix(c.AdminListen, "unix:"); ok {
+		check(socket != "", "admin-listen", "unix: names no socket file")
+	} else if c.AdminListen != "" {
 		addrs = append(addrs, struct{ flag, addr string }{"admin-listen", c.AdminListen})
+		host, _, _ := net.SplitHostPort(c.AdminListen)
+		check(c.AdminTokenFile != "" || loopbackHost(host), "admin-token-file",
+			"the admin listener %s is not on loopback: it needs a token every call carries, or anyone who reaches the pod could purge", c.AdminListen)
 	}
+	check(!c.AdminAllowRemote || c.AdminTokenFile != "", "admin-token-file",
+		"--admin-allow-remote lets other addresses purge: they must carry a token")
 	for _, a := range addrs {
 		_, _, err := net.SplitHostPort(a.addr)
 		check(err == nil, a.flag, "%q is not host:port", a.addr)
@@ -291,6 +302,16 @@ func (c Settings) validate() error {
 	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
 	return errors.Join(errs...)
+}
+
+// loopbackHost reports whether host, of a listen address, is a loopback
+// address or localhost.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // goMemoryPercent is the share of the container's memory limit the Go

@@ -81,6 +81,9 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		// 128 MiB: a Go heap of 115.2 MiB, less than the default caches' 128 MiB.
 		{"memory limit below the caches", nil, map[string]string{"COLLAPSER_MEMORY_LIMIT": "134217728"}, "--cache-max-bytes + --stream-max-held-bytes = 134217728"},
 		{"peers without a token", nil, map[string]string{"COLLAPSER_PEERS": "10.0.0.1:50053"}, "--peer-token-file (COLLAPSER_PEER_TOKEN_FILE): peers (--peers) need the release's peer token"},
+		{"admin off loopback without a token", []string{"--admin-listen=0.0.0.0:50054"}, nil, "--admin-token-file (COLLAPSER_ADMIN_TOKEN_FILE): the admin listener 0.0.0.0:50054 is not on loopback"},
+		{"remote admin callers without a token", nil, map[string]string{"COLLAPSER_ADMIN_ALLOW_REMOTE": "true"}, "--admin-allow-remote lets other addresses purge: they must carry a token"},
+		{"admin socket without a path", []string{"--admin-listen=unix:"}, nil, "unix: names no socket file"},
 		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 	}

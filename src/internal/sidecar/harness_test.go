@@ -118,7 +118,11 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcLis, metricsLis, adminLis := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
+	grpcLis, metricsLis := testkit.Listen(t, "127.0.0.1:0"), testkit.Listen(t, "127.0.0.1:0")
+	adminLis := o.adminLis
+	if adminLis == nil {
+		adminLis = testkit.Listen(t, "127.0.0.1:0")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
@@ -154,6 +158,7 @@ type sidecarOptions struct {
 	peerLis     net.Listener // its peer listener; default: none
 	backendDown bool         // return without waiting for SERVING
 	seams       seams        // default: the wall clock
+	adminLis    net.Listener // its admin listener; default: one on 127.0.0.1:0
 }
 
 // sidecarOption sets one of the sidecarOptions.
@@ -167,6 +172,11 @@ func logTo(logger *slog.Logger) sidecarOption {
 // peerListener serves the sidecar's peer listener on lis.
 func peerListener(lis net.Listener) sidecarOption {
 	return func(o *sidecarOptions) { o.peerLis = lis }
+}
+
+// adminListener serves the sidecar's admin service on lis.
+func adminListener(lis net.Listener) sidecarOption {
+	return func(o *sidecarOptions) { o.adminLis = lis }
 }
 
 // withSeams starts the sidecar with sm.

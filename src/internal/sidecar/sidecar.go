@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -68,8 +69,10 @@ type Sidecar struct {
 	server   *grpc.Server
 	peer     *grpc.Server // serves the peers' calls; nil: no peers
 	admin    *grpc.Server // serves the admin service (purges)
-	metrics  http.Handler
-	tracing  *tracing.Tracing // nil: tracing is off
+	// adminToken is what every admin call carries; nil: none.
+	adminToken *secretfile.Value
+	metrics    http.Handler
+	tracing    *tracing.Tracing // nil: tracing is off
 }
 
 // New builds a Sidecar from cfg, and its tracing from the OTEL_* variables
@@ -301,26 +304,34 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(server, hs)
-	adminServer := grpc.NewServer(limits.ServerOptions()...)
-	purges = admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote, Replicas: others})
+	var adminToken *secretfile.Value
+	if cfg.AdminTokenFile != "" {
+		if adminToken, err = secretfile.Load(cfg.AdminTokenFile, admin.MinTokenBytes, logger); err != nil {
+			return nil, fmt.Errorf("admin token (%s): %w", config.EnvName("admin-token-file"), err)
+		}
+	}
+	purges = admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote, Replicas: others, Token: adminToken})
+	// Every caller is checked before anything of its call is read.
+	adminServer := grpc.NewServer(append(limits.ServerOptions(), purges.Tap())...)
 	purges.Register(adminServer)
 	reflection.Register(adminServer) // grpcurl and friends find the admin service by themselves
 	return &Sidecar{
-		cfg:      cfg,
-		logger:   logger,
-		backend:  backend,
-		peers:    links,
-		replicas: others,
-		proxy:    p,
-		resolver: resolver,
-		policy:   store,
-		limits:   limits,
-		health:   hs,
-		server:   server,
-		peer:     peerServer,
-		admin:    adminServer,
-		metrics:  metrics.Handler(registry),
-		tracing:  tr,
+		cfg:        cfg,
+		logger:     logger,
+		backend:    backend,
+		peers:      links,
+		replicas:   others,
+		proxy:      p,
+		resolver:   resolver,
+		policy:     store,
+		limits:     limits,
+		health:     hs,
+		server:     server,
+		peer:       peerServer,
+		admin:      adminServer,
+		adminToken: adminToken,
+		metrics:    metrics.Handler(registry),
+		tracing:    tr,
 	}, nil
 }
 
@@ -360,6 +371,9 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 		wg.Go(func() { s.replicas.Run(ctx) })
 		wg.Go(func() { s.peers.token.Run(ctx, 0) })
 	}
+	if s.adminToken != nil {
+		wg.Go(func() { s.adminToken.Run(ctx, 0) })
+	}
 	wg.Go(func() {
 		if err := s.server.Serve(s.limits.Listener(grpcLis)); err != nil {
 			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
@@ -374,7 +388,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	}
 	if lis.Admin != nil {
 		wg.Go(func() {
-			if err := s.admin.Serve(lis.Admin); err != nil {
+			if err := s.admin.Serve(netutil.LimitListener(lis.Admin, admin.MaxConnections)); err != nil {
 				failed <- fmt.Errorf("serve the admin service on %s: %w", lis.Admin.Addr(), err)
 			}
 		})
