@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/collapser/collapser/src/pkitest"
 )
 
 // collapser is a collapser process of the stack and where it serves.
@@ -71,11 +73,26 @@ func (l *launcher) startPeers(ctx context.Context, backend string) (target, erro
 	if err := os.WriteFile(token, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
 		return target{}, fmt.Errorf("peer token: %w", err)
 	}
+	var ca *pkitest.CA
+	if l.sc.PeerTLS {
+		var err error
+		if ca, err = pkitest.NewCA(l.sc.ID + " CA"); err != nil {
+			return target{}, err
+		}
+	}
 	peers := make([]collapser, len(peerAddrs))
 	for i, addr := range peerAddrs {
-		var err error
 		name := fmt.Sprintf("collapser-peer%d", i+1)
-		if peers[i], err = l.startCollapser(ctx, name, backend, "--peers", list, "--peer-listen", addr, "--peer-token-file", token); err != nil {
+		args := []string{"--peers", list, "--peer-listen", addr, "--peer-token-file", token}
+		if ca != nil {
+			f, err := ca.Issue(filepath.Join(l.cfg.workdir, l.sc.ID+"-"+name), "spiffe://bench/collapser")
+			if err != nil {
+				return target{}, err
+			}
+			args = append(args, "--peer-tls-cert-file", f.Cert, "--peer-tls-key-file", f.Key, "--peer-tls-ca-file", f.CA)
+		}
+		var err error
+		if peers[i], err = l.startCollapser(ctx, name, backend, args...); err != nil {
 			return target{}, err
 		}
 	}

@@ -44,6 +44,8 @@ func comparisonRows(s settings) []comparisonRow {
 	own := func(id string) medianOf { return medianOf{scenario: id} }
 	peered := medianOf{scenario: "miss-peers", target: targetPeers}
 	lone := medianOf{scenario: "miss-peers", target: targetCollapser}
+	mtls := medianOf{scenario: "miss-peers-mtls", target: targetPeers}
+	mtlsLone := medianOf{scenario: "miss-peers-mtls", target: targetCollapser}
 	burst := func(m summary) string {
 		return thousands(float64(m.BackendCalls)) + " / " + thousands(m.WallMs) + " ms"
 	}
@@ -60,6 +62,8 @@ func comparisonRows(s settings) []comparisonRow {
 		{fmt.Sprintf("proxy CPU per miss, %d peers (summed)", missPeers), collapserOnly(peered.cell(proxyCPU))},
 		{"proxy CPU per miss without peers, same run", collapserOnly(lone.cell(proxyCPU))},
 		{fmt.Sprintf("%d peers CPU / one sidecar alone CPU, per call", missPeers), collapserOnly(cpuRatio(peered, lone))},
+		{fmt.Sprintf("proxy CPU per miss, %d peers over mutual TLS (summed)", missPeers), collapserOnly(mtls.cell(proxyCPU))},
+		{fmt.Sprintf("%d peers over mutual TLS CPU / one sidecar alone CPU, per call", missPeers), collapserOnly(cpuRatio(mtls, mtlsLone))},
 		{fmt.Sprintf("%s-call burst, 50 ms backend: backend calls / wall time", thousands(float64(s.BurstRequests))), own("burst").cell(burst)},
 		{fmt.Sprintf("hit path, 0 ms backend, c=%d: RPS vs direct", s.Concurrency), own("hit-0ms").cell(rpsRatio)},
 		{fmt.Sprintf("hit path, 50 ms backend, c=%d: RPS vs direct", s.Concurrency), own("hit-50ms").cell(rpsRatio)},

@@ -27,8 +27,8 @@ func TestSelectScenarios_KeepsTheRunningOrderAndSkipsUnpinnedTwinsWhenNothingIsP
 	}{
 		{"burst, passthrough", true, []string{"passthrough", "burst"}},
 		{"miss-peers,passthrough,miss", true, []string{"passthrough", "miss", "miss-peers"}},
-		{"", true, []string{"passthrough", "passthrough-unpinned", "miss", "miss-peers", "hit-0ms", "hit-50ms", "burst"}},
-		{"", false, []string{"passthrough", "miss", "miss-peers", "hit-0ms", "hit-50ms", "burst"}},
+		{"", true, []string{"passthrough", "passthrough-unpinned", "miss", "miss-peers", "miss-peers-mtls", "hit-0ms", "hit-50ms", "burst"}},
+		{"", false, []string{"passthrough", "miss", "miss-peers", "miss-peers-mtls", "hit-0ms", "hit-50ms", "burst"}},
 		{"passthrough-unpinned", false, []string{"passthrough-unpinned"}},
 	}
 	for _, tt := range tests {
@@ -51,7 +51,7 @@ func TestSelectScenarios_KeepsTheRunningOrderAndSkipsUnpinnedTwinsWhenNothingIsP
 }
 
 func TestScenarios_OnlyRepeatedPayloadsThroughACollapsingRuleMustCollapse(t *testing.T) {
-	want := map[string]bool{"passthrough": false, "passthrough-unpinned": false, "miss": false, "miss-peers": false,
+	want := map[string]bool{"passthrough": false, "passthrough-unpinned": false, "miss": false, "miss-peers": false, "miss-peers-mtls": false,
 		"hit-0ms": true, "hit-50ms": true, "burst": true}
 	for _, s := range allScenarios {
 		if got, ok := want[s.ID]; !ok || got != s.expectsCollapse() {

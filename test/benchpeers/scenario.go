@@ -28,6 +28,9 @@ type scenario struct {
 	// Peers adds a target of that many collapsers peered with each other by
 	// a static list, called through the first; 0: none.
 	Peers int `json:"collapser_peers,omitempty"`
+	// PeerTLS peers them over mutual TLS, each with its own certificate of
+	// one identity from one CA, as the chart's replicas are.
+	PeerTLS bool `json:"collapser_peer_tls,omitempty"`
 	// CollapserOnly leaves nginx and the plain proxy out: the scenario
 	// compares collapser set up in different ways.
 	CollapserOnly bool `json:"collapser_only,omitempty"`
@@ -42,6 +45,7 @@ var allScenarios = []scenario{
 	{ID: "passthrough-unpinned", Short: "pass-through, unpinned", Title: "pass-through, unpinned: as pass-through, every process free to run on every CPU", DefaultCollapse: "none", Distinct: true, Unpinned: true},
 	{ID: "miss", Short: "miss", Title: "miss: distinct payloads, 0 ms backend, collapser's defaults (SayHello collapsed, led and cached 100 ms; every call a new key)", Distinct: true},
 	{ID: "miss-peers", Short: fmt.Sprintf("miss, %d peers", missPeers), Title: fmt.Sprintf("miss with %d peers: as miss, against a lone collapser and %d collapsers peered by a static list, called through the first (proxy CPU summed over the %d); nginx and plain left out (the miss scenario has them)", missPeers, missPeers, missPeers), Distinct: true, Peers: missPeers, CollapserOnly: true},
+	{ID: "miss-peers-mtls", Short: fmt.Sprintf("miss, %d peers, mTLS", missPeers), Title: fmt.Sprintf("miss with %d peers over mutual TLS: as miss with %d peers, the peers' calls over mutual TLS (the chart's default)", missPeers, missPeers), Distinct: true, Peers: missPeers, PeerTLS: true, CollapserOnly: true},
 	{ID: "hit-0ms", Short: "hit, 0 ms", Title: "hit path: identical payloads, 0 ms backend, collapser's defaults (SayHello collapsed, 100 ms TTL)"},
 	{ID: "hit-50ms", Short: "hit, 50 ms", Title: "hit path: identical payloads, 50 ms backend, collapser's defaults", Latency: 50 * time.Millisecond},
 	{ID: "burst", Short: "burst", Title: "burst: identical calls all at once, 50 ms backend, collapser's defaults", Latency: 50 * time.Millisecond, Burst: true},

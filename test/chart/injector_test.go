@@ -30,9 +30,10 @@ type sidecarTemplate struct {
 // sets in its own pod from peers and collapser.policy: the chart's sidecar
 // has them, the injector's template does not.
 var perPod = struct{ env, ports, mounts []string }{
-	env:    []string{"COLLAPSER_PEERS", "COLLAPSER_REPLICAS", "COLLAPSER_PEER_LISTEN", "COLLAPSER_PEER_TOKEN_FILE", "COLLAPSER_POLICY_FILE"},
+	env: []string{"COLLAPSER_PEERS", "COLLAPSER_REPLICAS", "COLLAPSER_PEER_LISTEN", "COLLAPSER_PEER_TOKEN_FILE", "COLLAPSER_POLICY_FILE",
+		"COLLAPSER_PEER_TLS_CERT_FILE", "COLLAPSER_PEER_TLS_KEY_FILE", "COLLAPSER_PEER_TLS_CA_FILE"},
 	ports:  []string{"peer"},
-	mounts: []string{"policy", "peer-token"},
+	mounts: []string{"policy", "peer-token", "peer-tls"},
 }
 
 // TestRender_InjectorTemplateIsTheChartsSidecar holds the injector's sidecar

@@ -117,6 +117,36 @@ carry: peers.existingSecret, or the one the chart makes.
 {{- end }}
 
 {{/*
+"true" when the sidecars talk to each other over mutual TLS: peers on and peers.tls.enabled.
+*/}}
+{{- define "collapser.peerTLS" -}}
+{{- and (eq (include "collapser.peersEnabled" .) "true") .Values.peers.tls.enabled }}
+{{- end }}
+
+{{/*
+Where the sidecar reads the release's peer certificate (the Secret collapser.peerTLSSecret).
+*/}}
+{{- define "collapser.peerTLSDir" -}}
+/etc/collapser/peer-tls
+{{- end }}
+
+{{/*
+The Secret holding the release's peer certificate, key and CA: peers.tls.existingSecret,
+or the one the chart makes.
+*/}}
+{{- define "collapser.peerTLSSecret" -}}
+{{ .Values.peers.tls.existingSecret | default (printf "%s-peer-tls" (include "collapser.fullname" .)) }}
+{{- end }}
+
+{{/*
+The identity every replica's certificate carries as its first DNS SAN: the name of the
+release's replicas Service.
+*/}}
+{{- define "collapser.peerIdentity" -}}
+{{- printf "%s.%s.svc" (include "collapser.replicasService" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
 The Prometheus datasource URL Grafana uses.
 */}}
 {{- define "collapser.prometheusUrl" -}}

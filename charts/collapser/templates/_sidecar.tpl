@@ -50,6 +50,15 @@ env:
   - name: COLLAPSER_PEER_TOKEN_FILE
     value: {{ printf "%s/token" (include "collapser.peerTokenDir" .) | quote }}
   {{- end }}
+  {{- if eq (include "collapser.peerTLS" .) "true" }}
+  {{- $dir := include "collapser.peerTLSDir" . }}
+  - name: COLLAPSER_PEER_TLS_CERT_FILE
+    value: {{ printf "%s/tls.crt" $dir | quote }}
+  - name: COLLAPSER_PEER_TLS_KEY_FILE
+    value: {{ printf "%s/tls.key" $dir | quote }}
+  - name: COLLAPSER_PEER_TLS_CA_FILE
+    value: {{ printf "%s/ca.crt" $dir | quote }}
+  {{- end }}
   {{- if .Values.collapser.policy }}
   - name: COLLAPSER_POLICY_FILE
     value: {{ printf "%s/policy.yaml" (include "collapser.policyDir" .) | quote }}
@@ -70,9 +79,9 @@ env:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 livenessProbe:
-  {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.livenessProbe "port" $ports.grpc) | nindent 2 }}
+  {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.livenessProbe "port" $ports.grpc "metricsPort" $ports.metrics "tls" .Values.collapser.config.tlsCertFile) | nindent 2 }}
 readinessProbe:
-  {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.readinessProbe "port" $ports.grpc) | nindent 2 }}
+  {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.readinessProbe "port" $ports.grpc "metricsPort" $ports.metrics "tls" .Values.collapser.config.tlsCertFile) | nindent 2 }}
 {{- include "collapser.preStopSleep" (dict "seconds" .Values.collapser.preStopSleepSeconds "context" .) }}
 resources:
   {{- toYaml .Values.collapser.resources | nindent 2 }}
@@ -91,6 +100,11 @@ volumeMounts:
     mountPath: {{ include "collapser.peerTokenDir" . }}
     readOnly: true
   {{- end }}
+  {{- if eq (include "collapser.peerTLS" .) "true" }}
+  - name: peer-tls
+    mountPath: {{ include "collapser.peerTLSDir" . }}
+    readOnly: true
+  {{- end }}
   {{- with .Values.collapser.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -102,7 +116,13 @@ A probe as YAML: a gRPC probe that names no port probes the given one.
 */}}
 {{- define "collapser.grpcProbe" -}}
 {{- $probe := deepCopy .probe -}}
-{{- if and (hasKey $probe "grpc") (not $probe.grpc.port) -}}
+{{- if and (hasKey $probe "grpc") .tls -}}
+{{- /* The kubelet's gRPC probe speaks plain text: a listener that serves TLS is
+asked through the metrics port, which answers for the same health service. */}}
+{{- $path := ternary "/livez" "/readyz" (eq ($probe.grpc.service | default "") "liveness") -}}
+{{- $_ := set $probe "httpGet" (dict "path" $path "port" (int .metricsPort)) -}}
+{{- $_ := unset $probe "grpc" -}}
+{{- else if and (hasKey $probe "grpc") (not $probe.grpc.port) -}}
 {{- $_ := set $probe.grpc "port" (int .port) -}}
 {{- end -}}
 {{- toYaml $probe -}}

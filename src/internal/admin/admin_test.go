@@ -3,8 +3,6 @@ package admin
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
+	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/secretfile"
+	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -185,15 +185,11 @@ func TestNewPeer_TakesOneScopeFromReplicasAndSkipsItsOwn(t *testing.T) {
 // testReplicas returns the Replicas of a sidecar alone on a fixed list.
 func testReplicas(t *testing.T, p Purger) *Replicas {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte(strings.Repeat("t", 32)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, err := secretfile.Load(path, 32, nil)
+	token, err := secretfile.Load(testkit.SecretFile(t, strings.Repeat("t", 32)), 32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReplicas(ReplicasOptions{Target: "127.0.0.1:50053", Listen: "127.0.0.1:50053", Token: token, Purger: p})
+	r, err := NewReplicas(ReplicasOptions{Target: "127.0.0.1:50053", Listen: "127.0.0.1:50053", Trust: peers.Trust{Token: token}, Purger: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,12 +235,8 @@ func unixPeer() context.Context {
 }
 
 func TestAdmit_ChecksEveryCallerBeforeItsCallIsRead(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "admin-token")
 	token := strings.Repeat("a", 32)
-	if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := secretfile.Load(path, 32, nil)
+	admin, err := secretfile.Load(testkit.SecretFile(t, token), 32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

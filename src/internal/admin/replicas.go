@@ -16,7 +16,6 @@ import (
 	"github.com/collapser/collapser/src/internal/coherence"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/proxy"
-	"github.com/collapser/collapser/src/internal/secretfile"
 )
 
 // The headers of a purge one replica takes to another.
@@ -72,9 +71,8 @@ func proxyScope(s peerv1.Scope) proxy.Scope {
 }
 
 // Replicas are the other replicas of a sidecar, ready or not, reached
-// through their peer listeners with the release's peer token
-// (peers.Credentials). A purge is
-// taken to each at once; the replicas it did not reach fetch it from this
+// through their peer listeners as the release's own (peers.Trust: its peer
+// token, mutual TLS when set). A purge is taken to each at once; the replicas it did not reach fetch it from this
 // sidecar's journal, and the purge waits for them or for their leases to
 // run out (package coherence). Create them with NewReplicas and run them
 // (Run).
@@ -93,8 +91,8 @@ type ReplicasOptions struct {
 	Target string
 	// Listen is this sidecar's peer listener, by which it knows itself.
 	Listen string
-	// Token is the release's peer token, presented on every call.
-	Token *secretfile.Value
+	// Trust is how this replica proves it is one of the release's.
+	Trust peers.Trust
 	// Purger applies here the purges this sidecar fetches from the others'
 	// journals, and takes everything back when a lease runs out.
 	Purger Purger
@@ -110,7 +108,7 @@ type ReplicasOptions struct {
 
 // NewReplicas returns the replicas o names.
 func NewReplicas(o ReplicasOptions) (*Replicas, error) {
-	fanout, err := peers.NewFanout(o.Target, o.Listen, peers.Credentials(o.Token))
+	fanout, err := peers.NewFanout(o.Target, o.Listen, o.Trust.DialOptions()...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,15 +37,29 @@ type Settings struct {
 	Listen        string // gRPC address callers use
 	Backend       string // the backend's gRPC address
 	MetricsListen string // address of the Prometheus /metrics endpoint
-	Peers         string // gRPC target of the other replicas; "" for none
+	// TLSCertFile and TLSKeyFile are the callers' listener's certificate;
+	// "": plain text. TLSClientCAFile, when set, signs the certificates
+	// every caller must present.
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// BackendTLS calls the backend over TLS, verified against
+	// BackendTLSCAFile ("": the system's roots) for BackendTLSServerName
+	// ("": the backend's host), presenting BackendTLSCertFile and
+	// BackendTLSKeyFile when set.
+	BackendTLS                                                                    bool
+	BackendTLSCAFile, BackendTLSServerName, BackendTLSCertFile, BackendTLSKeyFile string
+	Peers                                                                         string // gRPC target of the other replicas; "" for none
 	// Replicas names every replica, ready or not, which purges are taken
 	// to and synced with; "": Peers.
 	Replicas   string
 	PeerListen string // address of the listener for peers' calls
-	// PeerTokenFile holds the release's peer token, which every purge one
-	// replica takes to another carries; "": purges stay on this replica.
+	// PeerTokenFile holds the release's peer token, which every call one
+	// replica makes to another carries.
 	PeerTokenFile string
-	AdminListen   string // address of the admin service's listener; "" for none
+	// PeerTLS names the certificate, key and CA of the mutual TLS between
+	// replicas; all "": plain text.
+	PeerTLSCertFile, PeerTLSKeyFile, PeerTLSCAFile string
+
+	AdminListen string // address of the admin service's listener; "" for none
 	// AdminAllowRemote lets callers from other addresses than loopback purge.
 	AdminAllowRemote bool
 	// AdminTokenFile holds the token every admin call must carry; "": none.
@@ -163,11 +178,22 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.Usage = envflag.Usage(fs, EnvPrefix, "cache-ttl")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC `address` callers connect to")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "the backend's gRPC `address`")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "`path` of the callers' listener's certificate (PEM), with --tls-key-file, read again when it changes; empty: plain text")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "`path` of the key of --tls-cert-file, in its directory")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "`path` of the CA certificates (PEM) that sign the certificates every caller must present (mutual TLS): a caller's certificate is a credential in its key, so two callers' certificates never share an answer; empty: none asked")
+	fs.BoolVar(&c.BackendTLS, "backend-tls", false, "call the backend over TLS")
+	fs.StringVar(&c.BackendTLSCAFile, "backend-tls-ca-file", "", "`path` of the CA certificates (PEM) that verify the backend's, with --backend-tls; empty: the system's roots")
+	fs.StringVar(&c.BackendTLSServerName, "backend-tls-server-name", "", "`name` the backend's certificate is verified for, with --backend-tls; empty: the host of --backend")
+	fs.StringVar(&c.BackendTLSCertFile, "backend-tls-cert-file", "", "`path` of the certificate (PEM) the sidecar presents to a backend that asks for one, with --backend-tls-key-file")
+	fs.StringVar(&c.BackendTLSKeyFile, "backend-tls-key-file", "", "`path` of the key of --backend-tls-cert-file, in its directory")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "`address` of the Prometheus /metrics endpoint")
 	fs.StringVar(&c.Peers, "peers", "", "gRPC `target` of every replica, this one included (dns:///name:port, or host:port,host:port): each key's calls are made by its owner; empty: no peers")
 	fs.StringVar(&c.Replicas, "replicas", "", "gRPC `target` naming every replica, ready or not, this one included (dns:///name:port of a headless Service that publishes not-ready addresses, or host:port,host:port), with --peers and --peer-token-file: purges are taken to each and each fetches those it missed; empty: --peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
 	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token (at least 32 bytes, read again when it changes; the one before a change is still accepted), required with --peers: every call between replicas carries it, and the peer listener takes none without it")
+	fs.StringVar(&c.PeerTLSCertFile, "peer-tls-cert-file", "", "`path` of this replica's certificate (PEM) for mutual TLS between replicas, with --peer-tls-key-file and --peer-tls-ca-file, read again when it changes: replicas accept only a certificate the CA signed that carries their own identity (first URI SAN, else first DNS SAN); empty: plain text")
+	fs.StringVar(&c.PeerTLSKeyFile, "peer-tls-key-file", "", "`path` of the key of --peer-tls-cert-file, in its directory")
+	fs.StringVar(&c.PeerTLSCAFile, "peer-tls-ca-file", "", "`path` of the CA certificates (PEM) that sign the replicas' certificates")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges): host:port, loopback by default so that only the pod's own containers reach it, or unix:<path> of a socket; empty: none")
 	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service (needs --admin-token-file)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`path` of a token (at least 32 bytes, read again when it changes) every admin call must carry as authorization: Bearer <token>, from any address; needed for an admin listener off loopback; empty: loopback or a Unix socket only")
@@ -298,6 +324,15 @@ func (c Settings) validate() error {
 	}
 	check(c.Peers == "" || c.PeerTokenFile != "", "peer-token-file",
 		"peers (--peers) need the release's peer token: every call between replicas must prove it comes from one")
+	peerTLS := []string{c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile}
+	check(!slices.Contains(peerTLS, "") || slices.Equal(peerTLS, []string{"", "", ""}), "peer-tls-cert-file",
+		"mutual TLS between replicas needs all of --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file")
+	check(c.Peers != "" || c.PeerTLSCertFile == "", "peer-tls-cert-file", "is for peers (--peers), which are off")
+	check((c.TLSCertFile == "") == (c.TLSKeyFile == ""), "tls-cert-file", "the callers' listener needs both --tls-cert-file and --tls-key-file")
+	check(c.TLSClientCAFile == "" || c.TLSCertFile != "", "tls-client-ca-file", "asks callers for certificates over TLS: set --tls-cert-file and --tls-key-file")
+	check((c.BackendTLSCertFile == "") == (c.BackendTLSKeyFile == ""), "backend-tls-cert-file", "a certificate for the backend needs both --backend-tls-cert-file and --backend-tls-key-file")
+	backendTLS := []string{c.BackendTLSCAFile, c.BackendTLSServerName, c.BackendTLSCertFile}
+	check(c.BackendTLS || slices.Equal(backendTLS, []string{"", "", ""}), "backend-tls", "--backend-tls-* settings need --backend-tls")
 	caches := c.Cache.MaxBytes + c.Streams.MaxHeldBytes
 	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)

@@ -84,6 +84,8 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"admin off loopback without a token", []string{"--admin-listen=0.0.0.0:50054"}, nil, "--admin-token-file (COLLAPSER_ADMIN_TOKEN_FILE): the admin listener 0.0.0.0:50054 is not on loopback"},
 		{"remote admin callers without a token", nil, map[string]string{"COLLAPSER_ADMIN_ALLOW_REMOTE": "true"}, "--admin-allow-remote lets other addresses purge: they must carry a token"},
 		{"admin socket without a path", []string{"--admin-listen=unix:"}, nil, "unix: names no socket file"},
+		{"peer TLS without its CA", []string{"--peers=10.0.0.1:50053", "--peer-token-file=/t", "--peer-tls-cert-file=/c/tls.crt", "--peer-tls-key-file=/c/tls.key"}, nil, "needs all of --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file"},
+		{"peer TLS without peers", nil, map[string]string{"COLLAPSER_PEER_TLS_CERT_FILE": "/c/tls.crt", "COLLAPSER_PEER_TLS_KEY_FILE": "/c/tls.key", "COLLAPSER_PEER_TLS_CA_FILE": "/c/ca.crt"}, "is for peers (--peers), which are off"},
 		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 	}

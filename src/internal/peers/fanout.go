@@ -36,7 +36,7 @@ type Fanout struct {
 // NewFanout returns a Fanout to the replicas of target, in the form Dial
 // takes; of the schemes only dns:/// names every replica. listen is this
 // replica's own peer listener, by which it knows itself among them (Self);
-// extra are options of every connection besides its own (Credentials).
+// extra are options of every connection besides its own (Trust.DialOptions).
 func NewFanout(target, listen string, extra ...grpc.DialOption) (*Fanout, error) {
 	isSelf, err := selfAddress(listen)
 	if err != nil {

@@ -43,7 +43,7 @@ func TestNewFanout_Targets(t *testing.T) {
 func TestFanout_EachReachesEveryReplicaAndNamesThoseItCannot(t *testing.T) {
 	addrs := servePeers(t, 3)
 	gone := testkit.ClosedAddr(t)
-	f, err := NewFanout(strings.Join(append(slices.Clone(addrs), gone), ","), "127.0.0.1:0")
+	f, err := NewFanout(strings.Join(append(slices.Clone(addrs), gone), ","), "127.0.0.1:0", plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestFanout_EachReachesEveryReplicaAndNamesThoseItCannot(t *testing.T) {
 
 func TestFanout_EachSkipsThisReplica(t *testing.T) {
 	addrs := servePeers(t, 2)
-	f, err := NewFanout(strings.Join(addrs, ","), addrs[0])
+	f, err := NewFanout(strings.Join(addrs, ","), addrs[0], plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestFanout_EachSkipsThisReplica(t *testing.T) {
 func TestFanout_TellsAReplicaThatIsGone(t *testing.T) {
 	addrs := servePeers(t, 1)
 	gone := testkit.ClosedAddr(t)
-	f, err := NewFanout(addrs[0]+","+gone, "127.0.0.1:0")
+	f, err := NewFanout(addrs[0]+","+gone, "127.0.0.1:0", plain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,6 @@ import (
 	"google.golang.org/grpc/backoff"
 	// Registers the ring_hash balancer the peer connection is configured with.
 	_ "google.golang.org/grpc/balancer/ringhash"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -116,8 +115,8 @@ type Ring struct {
 // Dial returns the connection to the peers at target: a gRPC target with a
 // scheme ("dns:///collapser-peers.ns.svc.cluster.local:50053") or a comma
 // list of ip:port (a host:port works too, but is never taken for this
-// replica itself), with extra options besides its own (a stats handler that
-// traces the calls). listen is this replica's own peer listener, by which it
+// replica itself), with extra options besides its own: the transport and
+// token (Trust.DialOptions), a stats handler that traces the calls. listen is this replica's own peer listener, by which it
 // knows itself among the peers. It resolves the peers at once; each
 // connection is made when a call first needs it.
 func Dial(target, listen string, extra ...grpc.DialOption) (*Ring, error) {
@@ -175,12 +174,11 @@ func (r *Ring) Close() error {
 	return r.ClientConn.Close()
 }
 
-// connOptions are the options of every connection to peers: plain text
-// inside the pod network, keepalive to notice a peer gone silently, and a
-// paced reconnection.
+// connOptions are the options of every connection to peers but their
+// transport (Trust.DialOptions): keepalive to notice a peer gone silently,
+// and a paced reconnection.
 func connOptions() []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnect, MinConnectTimeout: 2 * time.Second}),
 	}

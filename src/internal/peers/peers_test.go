@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -16,6 +17,10 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// plain is the transport of the tests' connections to peers that ask for
+// no credentials (the sidecar's tests try those).
+var plain = grpc.WithTransportCredentials(insecure.NewCredentials())
 
 // servePeers starts n health servers on loopback and returns their
 // addresses as a peer list.

@@ -19,7 +19,7 @@ func dialRings(t *testing.T, addrs []string) []*Ring {
 	t.Helper()
 	var rings []*Ring
 	for _, self := range addrs {
-		r, err := Dial(strings.Join(addrs, ","), self)
+		r, err := Dial(strings.Join(addrs, ","), self, plain)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestRing_OwnsExactlyTheKeysGRPCsPickSendsToItself(t *testing.T) {
 
 func TestRing_AReplicaThatDoesNotKnowItselfOwnsNothing(t *testing.T) {
 	addrs := servePeers(t, 1)
-	r, err := Dial(addrs[0], "127.0.0.1:0") // no peer listens on port 0
+	r, err := Dial(addrs[0], "127.0.0.1:0", plain) // no peer listens on port 0
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func manualRings(t *testing.T, addrs []string, state resolver.State) ([]*Ring, [
 	for i, self := range addrs {
 		mr := manual.NewBuilderWithScheme(fmt.Sprint("ringtest", i))
 		mr.InitialState(state)
-		r, err := Dial(mr.Scheme()+":///peers", self, grpc.WithResolvers(mr))
+		r, err := Dial(mr.Scheme()+":///peers", self, plain, grpc.WithResolvers(mr))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestRing_ResolvesAgainEveryResolveInterval(t *testing.T) {
 	mr.InitialState(endpoints(addrs))
 	var asked atomic.Int64
 	mr.ResolveNowCallback = func(resolver.ResolveNowOptions) { asked.Add(1) }
-	r, err := Dial(mr.Scheme()+":///peers", addrs[0], grpc.WithResolvers(mr))
+	r, err := Dial(mr.Scheme()+":///peers", addrs[0], plain, grpc.WithResolvers(mr))
 	if err != nil {
 		t.Fatal(err)
 	}

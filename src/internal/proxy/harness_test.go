@@ -223,7 +223,8 @@ func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy
 		if cfg.knowsItself {
 			listen = peerLis.Addr().String()
 		}
-		peerConn, err := peers.Dial(cmp.Or(cfg.ring, peerLis.Addr().String()), listen, cfg.tracing.DialOptions()...)
+		peerConn, err := peers.Dial(cmp.Or(cfg.ring, peerLis.Addr().String()), listen,
+			append(cfg.tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			t.Fatalf("peers: %v", err)
 		}

@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
 	"strings"
 
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/requestkey"
@@ -68,15 +73,47 @@ var peerHeaders = func() map[string]bool {
 	return m
 }()
 
-// incoming returns the metadata of a call the proxy serves, without the
-// peers' headers: they are never part of a key, whoever sent them. The map
-// is the call's own copy (grpc-go copies it for each FromIncomingContext).
-func incoming(ctx context.Context) metadata.MD {
+// incoming returns the metadata of a call the proxy serves, from o, without
+// the peers' headers: they are never part of a key, whoever sent them. On
+// the callers' port (o.clientCert), a caller that presented a certificate
+// the listener verified is named by it in ClientCertHeader, whatever it
+// wrote there; without one, the header is kept as sent (a mesh proxy in
+// front sets it), a credential in the key either way. On the peer port the
+// connection's certificate is a replica's: the forwarder's header is kept.
+// The map is the call's own copy (grpc-go copies it for each
+// FromIncomingContext).
+func incoming(ctx context.Context, o *origin) metadata.MD {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, h := range peers.Headers {
 		delete(md, h)
 	}
+	if cert := verifiedClientCert(ctx); cert != nil && o.clientCert {
+		sum := sha256.Sum256(cert.Raw)
+		md[ClientCertHeader] = []string{"Hash=" + hex.EncodeToString(sum[:])}
+	}
 	return md
+}
+
+// ClientCertHeader names the caller's TLS certificate, when it presented
+// one the listener verified, by its SHA-256 (Envoy's
+// x-forwarded-client-cert, element Hash): a credential
+// (requestkey.Credentials), so two callers' certificates never share an
+// answer, and the owner of a forwarded call keys it alike. The backend
+// receives it too.
+const ClientCertHeader = "x-forwarded-client-cert"
+
+// verifiedClientCert returns the certificate the caller of ctx presented
+// and the listener verified; nil for none.
+func verifiedClientCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.PeerCertificates) == 0 {
+		return nil
+	}
+	return info.State.PeerCertificates[0]
 }
 
 // contentSubtype returns the codec content-subtype of the incoming call:

@@ -23,7 +23,7 @@ var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 // so the caller's cancellation and deadline reach the backend. A method known
 // to take one request message is held to it, as grpc-go holds it.
 func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
-	md := incoming(ss.Context())
+	md := incoming(ss.Context(), o)
 	opts := p.callOptions(contentSubtype(md), authority(md))
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), strip(md)))
 	defer cancel()

@@ -267,7 +267,7 @@ func New(o Options) (*Proxy, error) {
 	if o.TracerProvider != nil {
 		p.tracer = o.TracerProvider.Tracer(tracerName)
 	}
-	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}}
+	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}, clientCert: true}
 	if o.Peers != nil {
 		p.callers.owners = peerRing{o.Peers}
 		p.forwarding = cmp.Or(o.Forwarding, forwarding.New(nil))
@@ -423,6 +423,10 @@ type origin struct {
 	// fresh: a call wants a fresh answer, never one past its TTL or
 	// purged (collapse.Copy.Fresh): it refreshes a copy its peer holds.
 	fresh bool
+	// clientCert: the caller's TLS certificate is named in
+	// ClientCertHeader (callers' port); on the peer port the forwarder's
+	// value is kept.
+	clientCert bool
 }
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.

@@ -37,7 +37,7 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // stream served to a peer carries that in its trailer.
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
-	md := incoming(ctx)
+	md := incoming(ctx, o)
 	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.streams)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ var (
 // private) is always made here.
 func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
-	md := incoming(ctx)
+	md := incoming(ctx, o)
 	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.calls)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func TestSidecar_AdminServiceWithATokenTakesPurgesOnlyWithIt(t *testing.T) {
 	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
 		c.CollapseMethods = []string{sayHello}
 		c.CacheTTL = time.Hour
-		c.AdminTokenFile = peerToken(t, token)
+		c.AdminTokenFile = testkit.SecretFile(t, token)
 	})
 	admin := adminv1.NewCacheClient(dial(t, sc.adminAddr))
 	req := &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}}

@@ -120,7 +120,8 @@ func startCoherentReplicas(t *testing.T, n int, s *store) []*coherentReplica {
 	if err := os.WriteFile(policy, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	token := peerToken(t, releaseToken)
+	token := testkit.SecretFile(t, releaseToken)
+	certs := newRelease(t)
 	rs := make([]*coherentReplica, n)
 	peers := make([]net.Listener, n)
 	relays := make([]string, n)
@@ -142,6 +143,7 @@ func startCoherentReplicas(t *testing.T, n int, s *store) []*coherentReplica {
 			c.Peers = strings.Join(relays, ",")
 			c.PeerListen = relays[i] // how the others know it, and it knows itself
 			c.PeerTokenFile = token
+			certs.certify(t, c)
 			// A call forwarded to a replica cut off ends soon: the test
 			// waits for every call before it moves the clock.
 			c.BackendTimeout = 200 * time.Millisecond

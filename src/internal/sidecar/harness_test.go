@@ -147,18 +147,19 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opt
 		}
 	})
 	if !o.backendDown {
-		waitServing(t, dial(t, r.addr))
+		waitServing(t, dial(t, r.addr, o.callers...))
 	}
 	return r
 }
 
 // sidecarOptions are how startSidecar starts a sidecar, beside its settings.
 type sidecarOptions struct {
-	logger      *slog.Logger // where it logs; default: nowhere
-	peerLis     net.Listener // its peer listener; default: none
-	backendDown bool         // return without waiting for SERVING
-	seams       seams        // default: the wall clock
-	adminLis    net.Listener // its admin listener; default: one on 127.0.0.1:0
+	logger      *slog.Logger      // where it logs; default: nowhere
+	peerLis     net.Listener      // its peer listener; default: none
+	backendDown bool              // return without waiting for SERVING
+	callers     []grpc.DialOption // how a caller dials it; default: plain text
+	seams       seams             // default: the wall clock
+	adminLis    net.Listener      // its admin listener; default: one on 127.0.0.1:0
 }
 
 // sidecarOption sets one of the sidecarOptions.
@@ -172,6 +173,11 @@ func logTo(logger *slog.Logger) sidecarOption {
 // peerListener serves the sidecar's peer listener on lis.
 func peerListener(lis net.Listener) sidecarOption {
 	return func(o *sidecarOptions) { o.peerLis = lis }
+}
+
+// dialedWith is how callers dial the sidecar (its listener serves TLS).
+func dialedWith(opts ...grpc.DialOption) sidecarOption {
+	return func(o *sidecarOptions) { o.callers = opts }
 }
 
 // adminListener serves the sidecar's admin service on lis.

@@ -2,8 +2,10 @@ package sidecar
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,7 +55,9 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 		addrs[i] = peerLis[i].Addr().String()
 	}
 	rs := make([]*replica, len(backends))
-	token := peerToken(t, releaseToken)
+	token := testkit.SecretFile(t, releaseToken)
+	certs := newRelease(t)
+	_ = certs
 	for i, backend := range backends {
 		opts := opts
 		if peered {
@@ -66,6 +70,7 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 				c.Peers = strings.Join(addrs, ",")
 				c.PeerListen = addrs[i] // how it knows itself among them, as a pod does by its IP
 				c.PeerTokenFile = token
+				certs.certify(t, c)
 			}
 			edit(c)
 		}, opts...)
@@ -75,7 +80,59 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 		waitServing(t, conn) // connected
 		rs[i] = &replica{sidecar: sc, client: hellov1.NewGreeterClient(conn)}
 	}
+	if peered {
+		waitLeases(t, rs)
+	}
 	return rs
+}
+
+// waitLeases waits until every replica holds a lease from every other: each
+// reached the others over mutual TLS, and serves what it keeps. A replica
+// started before the others' peer ports served waited its handshakes out,
+// and syncs again here (a test's replicas may sync only when it says).
+func waitLeases(t *testing.T, rs []*replica) {
+	t.Helper()
+	for _, r := range rs {
+		testkit.WaitFor(t, "a lease from every other replica", func() bool {
+			if r.sidecar.metricSum(t, "collapser_peer_leases", nil) == float64(len(rs)-1) &&
+				r.sidecar.metricSum(t, "collapser_peer_coherent", nil) == 1 {
+				return true
+			}
+			r.sidecar.replicas.Sync(testkit.Context(t))
+			return false
+		})
+	}
+}
+
+// release is the CA of a test's release, which issues each of its
+// replicas a certificate of the release's identity, as the chart does.
+type release struct {
+	ca  *testkit.CA
+	dir string
+}
+
+// releaseIdentity is the identity of the tests' releases.
+const releaseIdentity = "spiffe://cluster.local/ns/test/collapser/hello"
+
+// newRelease makes a release's CA.
+func newRelease(t *testing.T) *release {
+	return &release{ca: testkit.NewCA(t, "release CA"), dir: t.TempDir()}
+}
+
+// certify issues a replica a certificate of identity ("" for the
+// release's) in a directory of its own, and sets c to use it between
+// replicas.
+func (r *release) certify(t *testing.T, c *config.Settings, identity ...string) testkit.CertFiles {
+	t.Helper()
+	id := releaseIdentity
+	if len(identity) > 0 {
+		id = identity[0]
+	}
+	f := r.ca.Issue(t, filepath.Join(r.dir, rand.Text()), id)
+	if c != nil {
+		c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = f.Cert, f.Key, f.CA
+	}
+	return f
 }
 
 // backendCalls sums the replicas' backends' own counts.
@@ -295,7 +352,7 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 		c.Peers = testkit.ClosedAddr(t)  // the only owner there is, gone
 		c.Replicas = own.Addr().String() // the replicas purges reach: this one alone
 		c.PeerListen = own.Addr().String()
-		c.PeerTokenFile = peerToken(t, releaseToken)
+		c.PeerTokenFile = testkit.SecretFile(t, releaseToken)
 	}, peerListener(own)) // its own, not in the ring
 	waitStreamLearned(t, sc)
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))

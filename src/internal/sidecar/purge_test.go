@@ -21,7 +21,6 @@ import (
 
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
-	peerv1 "github.com/collapser/collapser/src/api/peer/v1"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/hello"
 	"github.com/collapser/collapser/src/internal/hello/hellotest"
@@ -40,16 +39,6 @@ const (
 	releaseToken = "release-token-0123456789abcdefghijklmnop"
 	otherToken   = "other-token-0123456789abcdefghijklmnopqrs"
 )
-
-// peerToken writes a release's peer token into a file and returns its path.
-func peerToken(t *testing.T, token string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func TestPeers_PurgeReachesEveryReplica(t *testing.T) {
 	alice, err := proto.Marshal(&hellov1.HelloRequest{Name: "alice"})
@@ -118,7 +107,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 	// A forwarded call, a purge and a Sync alike: without the release's
 	// token nothing reaches the cache or the backend.
 	lis := testkit.Listen(t, "127.0.0.1:0")
-	tokenFile := peerToken(t, releaseToken)
+	tokenFile := testkit.SecretFile(t, releaseToken)
 	backend := &testkit.Greeter{SayHello: greet}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.Peers = lis.Addr().String()
@@ -127,24 +116,9 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 		c.CollapseMethods = []string{sayHello}
 	}, peerListener(lis))
 	conn := dial(t, lis.Addr().String())
-	calls := map[string]func(ctx context.Context) error{
-		"a forwarded call": func(ctx context.Context) error {
-			ctx = metadata.AppendToOutgoingContext(ctx, peers.HopHeader, "1")
-			_, err := hellov1.NewGreeterClient(conn).SayHello(ctx, &hellov1.HelloRequest{Name: "ann"})
-			return err
-		},
-		"a purge": func(ctx context.Context) error {
-			_, err := adminv1.NewCacheClient(conn).Purge(ctx, &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}})
-			return err
-		},
-		"a Sync": func(ctx context.Context) error {
-			_, err := peerv1.NewReplicasClient(conn).Sync(ctx, &peerv1.SyncRequest{})
-			return err
-		},
-	}
 	check := func(t *testing.T, name string, tokens []string, want codes.Code) {
 		t.Helper()
-		for call, do := range calls {
+		for call, do := range peerCalls(conn) {
 			ctx := testkit.Context(t)
 			for _, v := range tokens {
 				ctx = metadata.AppendToOutgoingContext(ctx, peers.TokenHeader, v)
@@ -176,7 +150,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(rotated), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.peers.token.Reload(); err != nil {
+	if err := sc.peers.trust.Token.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	check(t, "the rotated token", []string{rotated}, codes.OK)
@@ -184,7 +158,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(otherToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.peers.token.Reload(); err != nil {
+	if err := sc.peers.trust.Token.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	check(t, "the token two rotations ago", []string{releaseToken}, codes.Unauthenticated)
@@ -194,7 +168,7 @@ func TestPeers_APeerTokenShorterThan32BytesIsRefusedAtStart(t *testing.T) {
 	cfg := config.Default()
 	cfg.Backend = "127.0.0.1:1"
 	cfg.Peers = "127.0.0.1:2"
-	cfg.PeerTokenFile = peerToken(t, releaseToken[:31])
+	cfg.PeerTokenFile = testkit.SecretFile(t, releaseToken[:31])
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "31 bytes, want at least 32") {
 		t.Errorf("New with a 31-byte token: %v, want an error saying so", err)
 	}
@@ -214,7 +188,7 @@ func TestPurgeOnWrite_ReadAfterWriteThroughAnyReplica(t *testing.T) {
 	if err := os.WriteFile(policy, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	token := peerToken(t, releaseToken)
+	token := testkit.SecretFile(t, releaseToken)
 	rs := startSidecars(t, []string{backend, backend, backend}, true, func(c *config.Settings) {
 		c.PolicyFile = policy
 		c.PeerTokenFile = token

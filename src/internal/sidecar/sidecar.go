@@ -19,7 +19,6 @@ import (
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -39,6 +38,7 @@ import (
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/secretfile"
 	"github.com/collapser/collapser/src/internal/serverlimits"
+	"github.com/collapser/collapser/src/internal/tlsfiles"
 	"github.com/collapser/collapser/src/internal/tracing"
 )
 
@@ -59,6 +59,7 @@ type Sidecar struct {
 	cfg      config.Settings
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
+	tls      *legs
 	peers    *peerLinks      // nil: no peers
 	replicas *admin.Replicas // the replicas purges are taken to; nil: none
 	proxy    *proxy.Proxy
@@ -124,8 +125,12 @@ func newWith(cfg config.Settings, logger *slog.Logger, sm seams) (*Sidecar, erro
 // dialAndAssemble makes the backend and peer connections, traced by tr, and
 // assembles the parts around them.
 func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
+	tls, err := openLegs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	backend, err := grpc.NewClient(cfg.Backend, append(tr.DialOptions(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		tls.backend,
 		// The backend shares the pod: when it restarts, notice within a
 		// second rather than after grpc's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backendBackoff, MinConnectTimeout: 5 * time.Second}),
@@ -134,20 +139,23 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 		// cluster do not resolve.
 		grpc.WithDisableServiceConfig())...)
 	if err != nil {
+		tls.close()
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
 	var links *peerLinks
 	if cfg.Peers != "" {
 		if links, err = dialPeers(cfg, tr, logger); err != nil {
 			backend.Close()
+			tls.close()
 			return nil, err
 		}
 	}
-	s, err := assemble(cfg, logger, backend, links, rule, labels, tr, sm)
+	s, err := assemble(cfg, logger, backend, links, tls, rule, labels, tr, sm)
 	if err != nil {
 		backend.Close()
+		tls.close()
 		if links != nil {
-			links.ring.Close()
+			links.close()
 		}
 		return nil, err
 	}
@@ -155,24 +163,52 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 }
 
 // peerLinks are what ties a sidecar to its peers: the connection to their
-// ring, and the release's peer token every call between them carries.
+// ring, and how replicas prove they are the release's.
 type peerLinks struct {
 	ring  *peers.Ring
-	token *secretfile.Value
+	trust peers.Trust
+	tls   *tlsfiles.Source // nil: plain text
 }
 
 // dialPeers reads the release's peer token (at least peers.MinTokenBytes)
-// and makes the connection to the peers, traced by tr, which presents it.
+// and the files of mutual TLS between replicas when set, and makes the
+// connection to the peers, traced by tr.
 func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*peerLinks, error) {
 	token, err := secretfile.Load(cfg.PeerTokenFile, peers.MinTokenBytes, logger)
 	if err != nil {
 		return nil, fmt.Errorf("peer token (%s): %w", config.EnvName("peer-token-file"), err)
 	}
-	ring, err := peers.Dial(cfg.Peers, cfg.PeerListen, append(tr.DialOptions(), peers.Credentials(token))...)
-	if err != nil {
+	links := &peerLinks{trust: peers.Trust{Token: token}}
+	if cfg.PeerTLSCertFile != "" {
+		if links.tls, err = tlsfiles.Watch(tlsfiles.Files{Cert: cfg.PeerTLSCertFile, Key: cfg.PeerTLSKeyFile, CA: cfg.PeerTLSCAFile}, 0); err != nil {
+			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
+		}
+		if links.trust.TLS, err = links.tls.Mutual(); err != nil {
+			links.tls.Close()
+			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
+		}
+	} else {
+		logger.Warn("calls between replicas are plain text: their peer token, callers' headers and answers can be read on the network; set " +
+			config.EnvName("peer-tls-cert-file") + ", " + config.EnvName("peer-tls-key-file") + " and " + config.EnvName("peer-tls-ca-file"))
+	}
+	if links.ring, err = peers.Dial(cfg.Peers, cfg.PeerListen, append(tr.DialOptions(), links.trust.DialOptions()...)...); err != nil {
+		links.close()
 		return nil, err
 	}
-	return &peerLinks{ring: ring, token: token}, nil
+	return links, nil
+}
+
+// close closes the connection to the peers and stops watching the TLS
+// files.
+func (l *peerLinks) close() error {
+	var err error
+	if l.ring != nil {
+		err = l.ring.Close()
+	}
+	if l.tls != nil {
+		l.tls.Close()
+	}
+	return err
 }
 
 // replicas returns the other replicas purges are taken to and synced with,
@@ -185,7 +221,7 @@ func replicas(cfg config.Settings, links *peerLinks, p *proxy.Proxy, logger *slo
 	return admin.NewReplicas(admin.ReplicasOptions{
 		Target:       cmp.Or(cfg.Replicas, cfg.Peers),
 		Listen:       cfg.PeerListen,
-		Token:        links.token,
+		Trust:        links.trust,
 		Purger:       p,
 		Hold:         p.CoherentUntil,
 		Logger:       logger,
@@ -195,7 +231,7 @@ func replicas(cfg config.Settings, links *peerLinks, p *proxy.Proxy, logger *slo
 }
 
 // assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, links *peerLinks, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
+func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, links *peerLinks, tls *legs, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
@@ -292,12 +328,12 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
 		MaxHeaderBytes:       uint32(cfg.MaxHeaderBytes),
 	}
-	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions())...)
+	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions(), tls.callers)...)
 	var peerServer *grpc.Server
 	if links != nil {
 		// Every call on the peer port proves it comes from a replica.
 		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), limits.ServerOptions(), tr.ServerOptions(),
-			[]grpc.ServerOption{peers.Authenticate(links.token)})...)
+			links.trust.ServerOptions())...)
 		admin.NewPeer(p, others).Register(peerServer)
 	}
 	hs := health.NewServer()
@@ -319,6 +355,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		cfg:        cfg,
 		logger:     logger,
 		backend:    backend,
+		tls:        tls,
 		peers:      links,
 		replicas:   others,
 		proxy:      p,
@@ -360,6 +397,8 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.metrics)
+	mux.Handle(LivezPath, probe(s.health, LivenessService))
+	mux.Handle(ReadyzPath, probe(s.health, ""))
 	metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	var wg sync.WaitGroup
@@ -369,7 +408,7 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.resolver.Ready, s.logger) })
 	if s.replicas != nil {
 		wg.Go(func() { s.replicas.Run(ctx) })
-		wg.Go(func() { s.peers.token.Run(ctx, 0) })
+		wg.Go(func() { s.peers.trust.Token.Run(ctx, 0) })
 	}
 	if s.adminToken != nil {
 		wg.Go(func() { s.adminToken.Run(ctx, 0) })
@@ -423,8 +462,9 @@ func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
 	if cErr := s.backend.Close(); cErr != nil {
 		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
 	}
+	s.tls.close()
 	if s.peers != nil {
-		if cErr := s.peers.ring.Close(); cErr != nil {
+		if cErr := s.peers.close(); cErr != nil {
 			err = errors.Join(err, fmt.Errorf("close peer connection: %w", cErr))
 		}
 	}

@@ -10,14 +10,18 @@ import (
 // Relay is a TCP relay in front of a listener, as the network between two
 // pods is: a test cuts it to make the listener unreachable while its server
 // runs on (a partition, not a crash: connections hang, nothing is
-// refused), and heals it. Safe for concurrent use.
+// refused), and heals it. As an on-path attacker would, it keeps every
+// byte it carried, and can alter what the target answers. Safe for
+// concurrent use.
 type Relay struct {
 	lis    net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool // both ends of every relayed connection
+	mu      sync.Mutex
+	cut     bool
+	conns   map[net.Conn]bool // both ends of every relayed connection
+	carried []byte            // the first maxCarried bytes relayed, both ways
+	alter   func([]byte)      // applied to the target's bytes; nil: none
 }
 
 // NewRelay relays connections to target from a listener on 127.0.0.1:0
@@ -82,18 +86,45 @@ func (r *Relay) relay(c net.Conn) {
 	r.mu.Lock()
 	r.conns[up] = true
 	r.mu.Unlock()
-	go r.copy(up, c)
-	r.copy(c, up)
+	go r.copy(up, c, false)
+	r.copy(c, up, true)
+}
+
+// maxCarried bounds the bytes a relay keeps of what it carried.
+const maxCarried = 8 << 20
+
+// Carried returns a copy of the bytes the relay carried, both ways: the
+// first 8 MiB.
+func (r *Relay) Carried() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.carried...)
+}
+
+// Alter applies f to every read of the target's bytes before they are
+// relayed on (nil: relay them as they are).
+func (r *Relay) Alter(f func([]byte)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.alter = f
 }
 
 // copy copies from src to dst while the relay is not cut; a cut stops it
-// without closing either end.
-func (r *Relay) copy(dst, src net.Conn) {
+// without closing either end. fromTarget: src is the target's end.
+func (r *Relay) copy(dst, src net.Conn, fromTarget bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		r.mu.Lock()
 		cut := r.cut
+		if n > 0 && !cut {
+			if len(r.carried) < maxCarried {
+				r.carried = append(r.carried, buf[:min(n, maxCarried-len(r.carried))]...)
+			}
+			if fromTarget && r.alter != nil {
+				r.alter(buf[:n])
+			}
+		}
 		r.mu.Unlock()
 		if n > 0 && !cut {
 			if _, werr := dst.Write(buf[:n]); werr != nil {

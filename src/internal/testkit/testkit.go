@@ -11,6 +11,8 @@ package testkit
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -121,4 +123,15 @@ func LiveHeap() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// SecretFile writes content and a newline, as a Secret's key often ends,
+// into a file of the test's own, and returns its path.
+func SecretFile(t testing.TB, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
