@@ -92,7 +92,7 @@ fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).
 ################################################################################
 ##@ Lint and generated code
 
-lint: verify-tracked verify-readme verify-generated verify-dashboards ## Check tracked files, the README's length, gofmt, go vet, staticcheck, generated code, dashboard copies, module versions, Markdown links and scripts.
+lint: verify-tracked verify-readme verify-app-version verify-generated verify-dashboards ## Check tracked files, the README's length, the appVersion bump, gofmt, go vet, staticcheck, generated code, dashboard copies, module versions, Markdown links and scripts.
 	./scripts/lint.sh
 
 fmt: ## Rewrite Go files with gofmt (the fix for lint's gofmt check).
@@ -121,6 +121,9 @@ verify-tracked: ## Fail if git tracks a binary (other than an image asset) or a 
 
 verify-readme: ## Fail if README.md is longer than 250 lines (it is a map; detail lives in the docs it links).
 	./scripts/verify-readme.sh
+
+verify-app-version: ## Fail if src/, go.mod, go.sum or the Dockerfile changed since the chart's appVersion (the images' tag) was last bumped.
+	./scripts/verify-app-version.sh
 
 verify-scripts: ## Fail on shellcheck findings in scripts/ and .ci/run.
 	./scripts/apt-install.sh shellcheck && shellcheck -x -P SCRIPTDIR scripts/*.sh .ci/run
@@ -178,4 +181,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-app-version verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
