@@ -3,7 +3,7 @@
 # Common uses:
 #   make local-demo                  # build, run backend + sidecar on loopback, send bursts
 #   make test                        # unit tests with -race (root module and test/)
-#   make lint                        # gofmt, go vet, staticcheck, generated-code drift
+#   make lint                        # tracked files, gofmt, go vet, staticcheck, generated-code drift
 #   make generate                    # regenerate src/api after editing a .proto
 #   make bench BENCH=Group BENCHTIME=2s
 #   make load                        # load benchmarks through the whole sidecar
@@ -92,7 +92,7 @@ fuzz: ## Fuzz requestkey's FuzzKeyInjective for FUZZTIME (30s).
 ################################################################################
 ##@ Lint and generated code
 
-lint: verify-generated verify-dashboards ## Check gofmt, go vet, staticcheck, generated code, dashboard copies, module versions, Markdown links and scripts.
+lint: verify-tracked verify-readme verify-app-version verify-generated verify-dashboards ## Check tracked files, the README's length, the appVersion bump, gofmt, go vet, staticcheck, generated code, dashboard copies, module versions, Markdown links and scripts.
 	./scripts/lint.sh
 
 fmt: ## Rewrite Go files with gofmt (the fix for lint's gofmt check).
@@ -115,6 +115,15 @@ verify-links: ## Fail if a relative link or #anchor in a Markdown file git knows
 
 verify-modules: ## Fail if the root and test/ Go modules require a module they share at different versions.
 	cd test && $(GO) test -count=1 ./tools/gomods/
+
+verify-tracked: ## Fail if git tracks a binary (other than an image asset) or a file over 1 MiB.
+	./scripts/verify-tracked.sh
+
+verify-readme: ## Fail if README.md is longer than 250 lines (it is a map; detail lives in the docs it links).
+	./scripts/verify-readme.sh
+
+verify-app-version: ## Fail if src/, go.mod, go.sum or the Dockerfile changed since the chart's appVersion (the images' tag) was last bumped.
+	./scripts/verify-app-version.sh
 
 verify-scripts: ## Fail on shellcheck findings in scripts/ and .ci/run.
 	./scripts/apt-install.sh shellcheck && shellcheck -x -P SCRIPTDIR scripts/*.sh .ci/run
@@ -172,4 +181,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-app-version verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo

@@ -1,19 +1,24 @@
 // Package admin serves the sidecar's admin service (collapser.admin.v1):
-// purges of the result cache, which a backend calls after a write. It checks
-// each request, calls the proxy's purge methods, takes the purge to the
-// other replicas when there are peers, and reports what it took back; it
-// knows nothing of keys or entries itself.
+// purges of the result cache, which a backend calls after a write, and the
+// purge on write the proxy asks for itself (Invalidate). It checks each
+// request, calls the proxy's purge methods, takes the purge to the other
+// replicas when there are peers, and reports what it took back; it knows
+// nothing of keys or entries itself.
 //
-// The sidecar serves it twice. On its admin listener, bound to loopback by
-// default, it refuses callers from other addresses unless told otherwise
-// (AllowRemote): the pod's own backend is the one that knows when an answer
-// is out of date; from there a purge goes to every other replica, ready or
-// not, when the sidecar has Replicas (peers), and waits for those it could
-// not reach (replicas.go, package coherence). On the peer listener
-// (NewPeer), whose server lets in only the release's own sidecars
-// (peers.Authenticate), it takes purges from them and takes them to no one
-// else; there it also serves the journal the other replicas fetch the
-// purges they missed from.
+// The sidecar serves it twice. On its admin listener (New), bound to
+// loopback by default, its Tap checks every caller before its call is read:
+// with a Token, every call must carry it as "authorization: Bearer
+// <token>", from any address; without one, only callers on loopback or a
+// Unix socket may purge (the pod's own containers), unless AllowRemote.
+// From there a purge goes to every other replica, ready or not, when the
+// sidecar has Replicas: through their peer listeners, with the release's
+// peer token, and it waits for the replicas it could not reach to fetch it
+// from this sidecar's journal or for their leases to run out (replicas.go,
+// package coherence). Without Replicas a purge stays on this replica. On the
+// peer listener (NewPeer), whose server lets in only calls that carry the
+// release's peer token (peers.Authenticate), it takes purges from the other
+// replicas and takes them to no one else; there it also serves the journal
+// the other replicas fetch the purges they missed from.
 package admin
 
 import (

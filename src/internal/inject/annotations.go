@@ -40,10 +40,11 @@ const (
 	// PeerPortName, with AnnotationPeers. Default: the template's.
 	AnnotationPeerPort = prefix + "peer-port"
 	// AnnotationPeerTokenSecret names a Secret in the pod's namespace whose
-	// key token is the workload's peer token, with AnnotationPeers: a purge
-	// sent to one sidecar then reaches every replica, whose peer port takes
-	// it only with the token. Default: none, and purges stay on the
-	// replica they are sent to.
+	// key token is the workload's peer token (at least 32 bytes), mounted
+	// into the sidecar: every call between replicas, forwarded calls and
+	// purges alike, carries it, and a peer port takes none without it.
+	// Required with AnnotationPeers: a pod that names peers without it is
+	// refused.
 	AnnotationPeerTokenSecret = prefix + "peer-token-secret"
 	// AnnotationPolicy names a ConfigMap in the pod's namespace whose
 	// policy.yaml is the sidecar's per-method policy. Default: none.

@@ -2,17 +2,22 @@
 // builds the JSON patch that adds it. It knows nothing of the sidecar
 // itself: the container comes from a Template the chart renders (the very
 // container of the chart's own pod), and injection only fills in each pod's
-// settings from its annotations (ports, backend, peers and replicas, policy,
-// cache TTL).
+// settings from its annotations (ports, backend, peers and replicas, peer
+// token, policy, cache TTL). A pod with peers must name the Secret of its
+// peer token (AnnotationPeerTokenSecret): every call between replicas
+// carries it, so a pod that names peers without it is refused.
 //
 // Nothing is intercepted: callers reach the sidecar through the workload's
 // Service, whose targetPort names PortName. Probes are not rewritten and no
 // capability is added, so a pod that passes Pod Security "restricted"
-// passes it injected too.
+// passes it injected too. A pod on the node's network (hostNetwork) is not
+// injected, with a warning: the sidecar's ports and its admin service would
+// be the node's.
 //
-// The patch only adds (the sidecar, a policy volume): it never rewrites the
-// pod from a decoded copy, so fields this package's API version does not
-// know survive. A pod that already has the sidecar is left as it is, so the
+// The patch only adds (the sidecar, and the volumes it mounts: the policy
+// ConfigMap's, the peer token Secret's): it never rewrites the pod from a
+// decoded copy, so fields this package's API version does not know
+// survive. A pod that already has the sidecar is left as it is, so the
 // webhook can be invoked again (reinvocationPolicy IfNeeded).
 package inject
 
