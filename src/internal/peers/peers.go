@@ -24,6 +24,11 @@
 // lost, so a replica that joins or leaves is seen within ResolveInterval of
 // the resolver's answer changing (for a headless Service, of the pod's
 // readiness reaching the cluster's DNS).
+//
+// Replicas trust no one else (Trust, auth.go): every call between them
+// carries the release's peer token, checked before anything of it is read,
+// and runs over mutual TLS when the release has certificates
+// (tlsfiles.Source.Mutual: the CA and the release's identity, both ways).
 package peers
 
 import (

@@ -205,7 +205,7 @@ func (c *creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, e
 
 // Info implements credentials.TransportCredentials.
 func (c *creds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 // Clone implements credentials.TransportCredentials.
