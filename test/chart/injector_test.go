@@ -24,6 +24,7 @@ type sidecarTemplate struct {
 	PeerPort      int32            `json:"peerPort"`
 	PolicyDir     string           `json:"policyDir"`
 	PeerTokenDir  string           `json:"peerTokenDir"`
+	PeerTLSDir    string           `json:"peerTlsDir"`
 }
 
 // perPod are what the injector sets per pod, from annotations, and the chart
@@ -79,7 +80,7 @@ func TestRender_InjectorTemplateIsTheChartsSidecar(t *testing.T) {
 			if tt.file != "" {
 				wantDomain, wantPort = values["clusterDomain"].(string), 6000
 			}
-			if tmpl.ClusterDomain != wantDomain || tmpl.PeerPort != wantPort || tmpl.PolicyDir != "/etc/collapser/policy" || tmpl.PeerTokenDir != "/etc/collapser/peer-token" {
+			if tmpl.ClusterDomain != wantDomain || tmpl.PeerPort != wantPort || tmpl.PolicyDir != "/etc/collapser/policy" || tmpl.PeerTokenDir != "/etc/collapser/peer-token" || tmpl.PeerTLSDir != "/etc/collapser/peer-tls" {
 				t.Errorf("clusterDomain %q, peerPort %d, policyDir %q, peerTokenDir %q; want %q, %d and the chart's policy and peer token directories",
 					tmpl.ClusterDomain, tmpl.PeerPort, tmpl.PolicyDir, tmpl.PeerTokenDir, wantDomain, wantPort)
 			}

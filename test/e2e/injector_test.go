@@ -52,8 +52,8 @@ func checkInjector(t *testing.T, s settings, release *k8s.KubectlOptions) {
 	}
 	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client}
 	c.create(t, helloDeployment(s, helloApp, 1, nil), helloService(helloApp),
-		peerTokenSecret(peersToken),
-		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken}),
+		peerTokenSecret(peersToken), peerTLSSecret(t, peersTLS, kubectl.Namespace),
+		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken, annotationPeerTLSSecret: peersTLS}),
 		helloService(peersApp), headlessPeersService(peersService, peersApp))
 
 	t.Run("a plain Deployment gets the native sidecar and a burst through its Service makes one backend call", c.deploymentBurst)
@@ -125,6 +125,17 @@ func (c *injectorChecks) peersCollapse(t *testing.T) {
 		sidecar := c.checkInjected(t, &pod)
 		if !hasPort(sidecar, sidecarPeerPort) {
 			t.Errorf("the sidecar of pod %s has no port named %s: %+v", pod.Name, sidecarPeerPort, sidecar.Ports)
+		}
+		// The replicas call each other over mutual TLS: the one backend
+		// call of the spread burst below is made over it.
+		tlsFiles := 0
+		for _, e := range sidecar.Env {
+			if strings.HasPrefix(e.Name, "COLLAPSER_PEER_TLS_") && strings.HasPrefix(e.Value, "/") {
+				tlsFiles++
+			}
+		}
+		if tlsFiles != 3 {
+			t.Errorf("the sidecar of pod %s reads %d peer TLS files, want 3 (certificate, key, CA): %+v", pod.Name, tlsFiles, sidecar.Env)
 		}
 	}
 	waitForEndpoints(t, c.kubectl, peersService, replicas)

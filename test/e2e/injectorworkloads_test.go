@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"crypto/rand"
+	"os"
+	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/collapser/collapser/src/pkitest"
 )
 
 // The workloads of the injector's subtests: the hello backend's image in
@@ -24,6 +28,9 @@ const (
 	// peersToken is the Secret of the peers' token (key token), which
 	// every call between them carries.
 	peersToken = peersApp + "-peer-token"
+	// peersTLS is the Secret of the peers' certificate, key and CA
+	// (tls.crt, tls.key, ca.crt): they call each other over mutual TLS.
+	peersTLS = peersApp + "-peer-tls"
 	// probeApp labels the pods that only show what admission did to them:
 	// no Service selects them.
 	probeApp = "admission-probe"
@@ -35,6 +42,7 @@ const (
 	annotationInject          = "collapser.io/inject"
 	annotationPeers           = "collapser.io/peers"
 	annotationPeerTokenSecret = "collapser.io/peer-token-secret"
+	annotationPeerTLSSecret   = "collapser.io/peer-tls-secret"
 	sidecarName               = "collapser"      // the chart's sidecar container's name
 	sidecarPort               = "collapser"      // the injected gRPC port a Service targets
 	sidecarPeerPort           = "collapser-peer" // the injected peer port
@@ -116,6 +124,28 @@ func peerTokenSecret(name string) *corev1.Secret {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		StringData: map[string]string{"token": rand.Text() + rand.Text()},
 	}
+}
+
+// peerTLSSecret is the Secret name of a workload's peer certificate, key
+// and CA (a cert-manager Certificate's layout), from a CA of the test's
+// own, for the identity spiffe://cluster.local/ns/<namespace>/<name>.
+func peerTLSSecret(t *testing.T, name, namespace string) *corev1.Secret {
+	t.Helper()
+	ca, err := pkitest.NewCA(name + " CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.Issue(t.TempDir(), "spiffe://cluster.local/ns/"+namespace+"/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string][]byte{}
+	for key, path := range map[string]string{"tls.crt": f.Cert, "tls.key": f.Key, "ca.crt": f.CA} {
+		if data[key], err = os.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeTLS, Data: data}
 }
 
 // helloService is the Service in front of app's pods: its gRPC port

@@ -88,6 +88,7 @@ clusterDomain: {{ .Values.clusterDomain | quote }}
 peerPort: {{ .Values.peers.port }}
 policyDir: {{ include "collapser.policyDir" . | quote }}
 peerTokenDir: {{ include "collapser.peerTokenDir" . | quote }}
+peerTlsDir: {{ include "collapser.peerTLSDir" . | quote }}
 container:
   {{- include "collapser.sidecarContainer" $context | nindent 2 }}
 {{- end }}

@@ -13,6 +13,9 @@ const (
 	envPeerListen    = "COLLAPSER_PEER_LISTEN"
 	envPolicyFile    = "COLLAPSER_POLICY_FILE"
 	envPeerTokenFile = "COLLAPSER_PEER_TOKEN_FILE"
+	envPeerTLSCert   = "COLLAPSER_PEER_TLS_CERT_FILE"
+	envPeerTLSKey    = "COLLAPSER_PEER_TLS_KEY_FILE"
+	envPeerTLSCA     = "COLLAPSER_PEER_TLS_CA_FILE"
 )
 
 // envAdminListen is where the sidecar serves its admin service: injection

@@ -3,7 +3,7 @@
 // itself: the container comes from a Template the chart renders (the very
 // container of the chart's own pod), and injection only fills in each pod's
 // settings from its annotations (ports, backend, peers and replicas, peer
-// token, policy, cache TTL). A pod with peers must name the Secret of its
+// token and TLS, policy, cache TTL). A pod with peers must name the Secret of its
 // peer token (AnnotationPeerTokenSecret): every call between replicas
 // carries it, so a pod that names peers without it is refused.
 //
@@ -15,7 +15,7 @@
 // be the node's.
 //
 // The patch only adds (the sidecar, and the volumes it mounts: the policy
-// ConfigMap's, the peer token Secret's): it never rewrites the pod from a
+// ConfigMap's, the peer token and TLS Secrets'): it never rewrites the pod from a
 // decoded copy, so fields this package's API version does not know
 // survive. A pod that already has the sidecar is left as it is, so the
 // webhook can be invoked again (reinvocationPolicy IfNeeded).
@@ -58,6 +58,10 @@ const (
 	peerTokenVolume = "collapser-peer-token"
 	peerTokenKey    = "token"
 )
+
+// peerTLSVolume is the name of the volume of the peer TLS Secret, whose
+// keys, and files, are those of a kubernetes.io/tls Secret with its CA.
+const peerTLSVolume = "collapser-peer-tls"
 
 // A native sidecar's startup probe: the liveness probe's check (the sidecar
 // serves, whatever its backend's state: the app starts only after it),
@@ -146,6 +150,15 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 			SecretName: s.peerToken, Items: []corev1.KeyToPath{{Key: peerTokenKey, Path: peerTokenKey}},
 		}}})
 	}
+	if s.peers != "" && s.peerTLS != "" {
+		var items []corev1.KeyToPath
+		for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey, corev1.ServiceAccountRootCAKey} {
+			items = append(items, corev1.KeyToPath{Key: key, Path: key})
+		}
+		volumes = append(volumes, corev1.Volume{Name: peerTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: s.peerTLS, Items: items,
+		}}})
+	}
 	for i, v := range volumes {
 		patch = append(patch, appendOp("/spec/volumes", len(pod.Spec.Volumes)+i, v))
 	}
@@ -208,6 +221,12 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 		if s.peerToken != "" {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: peerTokenVolume, MountPath: t.PeerTokenDir, ReadOnly: true})
 			setEnv(&c, envPeerTokenFile, path.Join(t.PeerTokenDir, peerTokenKey))
+		}
+		if s.peerTLS != "" {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: peerTLSVolume, MountPath: t.PeerTLSDir, ReadOnly: true})
+			setEnv(&c, envPeerTLSCert, path.Join(t.PeerTLSDir, corev1.TLSCertKey))
+			setEnv(&c, envPeerTLSKey, path.Join(t.PeerTLSDir, corev1.TLSPrivateKeyKey))
+			setEnv(&c, envPeerTLSCA, path.Join(t.PeerTLSDir, corev1.ServiceAccountRootCAKey))
 		}
 	}
 	if s.policy != "" {

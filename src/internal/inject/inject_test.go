@@ -3,6 +3,7 @@ package inject
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,6 +185,25 @@ func TestInject_Annotations(t *testing.T) {
 				t.Errorf("volumes = %+v, want the Secret app-peer-token's key token", pod.Spec.Volumes)
 			}
 		}},
+		{"peers and peer-tls-secret", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPeerTLSSecret, "app-peer-tls"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			for name, want := range map[string]string{envPeerTLSCert: "/etc/collapser/peer-tls/tls.crt", envPeerTLSKey: "/etc/collapser/peer-tls/tls.key", envPeerTLSCA: "/etc/collapser/peer-tls/ca.crt"} {
+				if got := env(c, name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			wantMount := corev1.VolumeMount{Name: peerTLSVolume, MountPath: "/etc/collapser/peer-tls", ReadOnly: true}
+			if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return reflect.DeepEqual(m, wantMount) }) {
+				t.Errorf("volumeMounts = %+v, want %+v among them", c.VolumeMounts, wantMount)
+			}
+			wantItems := []corev1.KeyToPath{{Key: "tls.crt", Path: "tls.crt"}, {Key: "tls.key", Path: "tls.key"}, {Key: "ca.crt", Path: "ca.crt"}}
+			found := false
+			for _, v := range pod.Spec.Volumes {
+				found = found || v.Name == peerTLSVolume && v.Secret != nil && v.Secret.SecretName == "app-peer-tls" && reflect.DeepEqual(v.Secret.Items, wantItems)
+			}
+			if !found {
+				t.Errorf("volumes = %+v, want the Secret app-peer-tls's tls.crt, tls.key and ca.crt", pod.Spec.Volumes)
+			}
+		}},
 		{"peer-token-secret without peers", with(AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
 			if env(c, envPeerTokenFile) != "<unset>" || len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 {
 				t.Errorf("a token without peers mounted %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
@@ -288,7 +308,7 @@ func TestInject_Warnings(t *testing.T) {
 		want        string
 	}{
 		{"unknown annotation", with("collapser.io/cache-tll", "1s"),
-			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port, collapser.io/replicas"},
+			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-tls-secret, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port, collapser.io/replicas"},
 		{"peer-port without peers", with(AnnotationPeerPort, "6000"), "annotation collapser.io/peer-port is ignored without collapser.io/peers"},
 		{"replicas without peers", with(AnnotationReplicas, "app-replicas"), "annotation collapser.io/replicas is ignored without collapser.io/peers"},
 		{"backend port not declared", with(AnnotationBackendPort, "9000"),
@@ -339,6 +359,7 @@ func TestParseTemplate(t *testing.T) {
 peerPort: 50053
 policyDir: /etc/collapser/policy
 peerTokenDir: /etc/collapser/peer-token
+peerTlsDir: /etc/collapser/peer-tls
 container:
   name: collapser
   image: collapser/collapser:0.1.0

@@ -27,6 +27,9 @@ type Template struct {
 	// PeerTokenDir is where the peer token Secret is mounted (the chart's
 	// collapser.peerTokenDir); the sidecar reads the file token in it.
 	PeerTokenDir string `json:"peerTokenDir"`
+	// PeerTLSDir is where the peer TLS Secret is mounted (the chart's
+	// collapser.peerTLSDir); the sidecar reads tls.crt, tls.key and ca.crt.
+	PeerTLSDir string `json:"peerTlsDir"`
 }
 
 // ParseTemplate reads a Template from YAML or JSON and checks that it has
@@ -65,13 +68,14 @@ func (t Template) validate() error {
 	if envIndex(c.Env, envAdminListen) < 0 {
 		errs = append(errs, fmt.Errorf("container does not set %s: render it from the chart's collapser.config, so that the admin service's port is known", envAdminListen))
 	}
-	for _, name := range []string{envPeers, envReplicas, envPeerListen, envPeerTokenFile, envPolicyFile} {
+	for _, name := range []string{envPeers, envReplicas, envPeerListen, envPeerTokenFile, envPeerTLSCert, envPeerTLSKey, envPeerTLSCA, envPolicyFile} {
 		if envIndex(c.Env, name) >= 0 {
 			errs = append(errs, fmt.Errorf("container sets %s: render it without peers and policy, which are per-pod settings", name))
 		}
 	}
-	if t.ClusterDomain == "" || t.PolicyDir == "" || t.PeerTokenDir == "" || !validPort(t.PeerPort) {
-		errs = append(errs, fmt.Errorf("clusterDomain (%q), policyDir (%q), peerTokenDir (%q) and peerPort (%d) must be set", t.ClusterDomain, t.PolicyDir, t.PeerTokenDir, t.PeerPort))
+	if t.ClusterDomain == "" || t.PolicyDir == "" || t.PeerTokenDir == "" || t.PeerTLSDir == "" || !validPort(t.PeerPort) {
+		errs = append(errs, fmt.Errorf("clusterDomain (%q), policyDir (%q), peerTokenDir (%q), peerTlsDir (%q) and peerPort (%d) must be set",
+			t.ClusterDomain, t.PolicyDir, t.PeerTokenDir, t.PeerTLSDir, t.PeerPort))
 	}
 	return errors.Join(errs...)
 }
