@@ -21,18 +21,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/collapser/collapser/src/internal/command"
+	"github.com/collapser/collapser/src/internal/envflag"
 )
 
 func main() {
 	command.Main("collapser-injector", func(ctx context.Context, args []string, _, stderr io.Writer) error {
-		return run(ctx, args, os.Getenv, stderr)
+		return run(ctx, args, os.LookupEnv, stderr)
 	})
 }
 
 // run parses the settings, connects to the API server (in the cluster, or
 // through KUBECONFIG) and serves until ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	s, err := parseSettings(args, getenv, stderr)
+func run(ctx context.Context, args []string, lookup envflag.Lookup, stderr io.Writer) error {
+	s, err := parseSettings(args, lookup, stderr)
 	if err != nil {
 		return err
 	}

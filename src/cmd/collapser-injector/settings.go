@@ -43,8 +43,8 @@ type settings struct {
 }
 
 // parseSettings returns the settings given by args over the environment
-// read through getenv, over the defaults. Usage goes to out.
-func parseSettings(args []string, getenv func(string) string, out io.Writer) (settings, error) {
+// read through lookup, over the defaults. Usage goes to out.
+func parseSettings(args []string, lookup envflag.Lookup, out io.Writer) (settings, error) {
 	s := settings{
 		Listen:          ":8443",
 		OpsListen:       ":8080",
@@ -74,7 +74,7 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (se
 	fs.DurationVar(&s.CertCheck, "cert-check-interval", s.CertCheck, "how often the certificate is checked for renewal and another replica's renewal picked up, or, with --cert-dir, its files read again")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "how long admissions in flight may take to finish after SIGTERM")
 	command.LogFlags(fs, &s.LogLevel, &s.LogFormat)
-	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
+	if err := envflag.Apply(fs, envPrefix, lookup); err != nil {
 		return settings{}, err
 	}
 	if err := command.ParseFlags(fs, args, out, out); err != nil {

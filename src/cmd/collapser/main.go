@@ -22,6 +22,7 @@ import (
 
 	"github.com/collapser/collapser/src/internal/command"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/envflag"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/sidecar"
 )
@@ -33,19 +34,19 @@ func main() {
 	// gRPC channel exists.
 	dns.SetMinResolutionInterval(peers.ResolveInterval)
 	command.Main("collapser", func(ctx context.Context, args []string, _, stderr io.Writer) error {
-		return run(ctx, args, os.Getenv, stderr)
+		return run(ctx, args, os.LookupEnv, stderr)
 	})
 }
 
 // run parses the configuration, starts the sidecar and serves until ctx ends.
 // It prints one line with the bound addresses to stderr when it is serving.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := config.Parse(args, getenv, stderr)
+func run(ctx context.Context, args []string, lookup envflag.Lookup, stderr io.Writer) error {
+	cfg, err := config.Parse(args, lookup, stderr)
 	if err != nil {
 		return err
 	}
 	logger := command.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
-	setGoMemoryLimit(cfg, getenv, logger)
+	setGoMemoryLimit(cfg, lookup, logger)
 	s, err := sidecar.New(cfg, logger)
 	if err != nil {
 		return err
@@ -111,13 +112,14 @@ func listen(cfg config.Settings) (sidecar.Listeners, error) {
 // limit allows (--memory-limit), so the collector works harder as the heap
 // nears it instead of letting the container be killed. A GOMEMLIMIT of the
 // environment, which the runtime read at start, wins.
-func setGoMemoryLimit(cfg config.Settings, getenv func(string) string, logger *slog.Logger) {
+func setGoMemoryLimit(cfg config.Settings, lookup envflag.Lookup, logger *slog.Logger) {
 	limit := cfg.GoMemoryLimit()
-	switch {
+	// The runtime takes an empty GOMEMLIMIT for none, as it is here.
+	switch env, _ := lookup("GOMEMLIMIT"); {
 	case limit == 0:
 		return
-	case getenv("GOMEMLIMIT") != "":
-		logger.Info("GOMEMLIMIT is set: --memory-limit leaves the Go memory limit alone", "GOMEMLIMIT", getenv("GOMEMLIMIT"))
+	case env != "":
+		logger.Info("GOMEMLIMIT is set: --memory-limit leaves the Go memory limit alone", "GOMEMLIMIT", env)
 		return
 	}
 	debug.SetMemoryLimit(limit)

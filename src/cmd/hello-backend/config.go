@@ -32,9 +32,9 @@ type config struct {
 }
 
 // parseConfig returns the settings given by args over the environment read
-// through getenv, over the defaults. -h usage goes to stdout, flag errors and
+// through lookup, over the defaults. -h usage goes to stdout, flag errors and
 // their usage to stderr; the error of -h is flag.ErrHelp.
-func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
+func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer) (config, error) {
 	c := config{}
 	fs := flag.NewFlagSet("hello-backend", flag.ContinueOnError)
 	fs.Usage = envflag.Usage(fs, envPrefix, "latency")
@@ -46,7 +46,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may take to finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
 
-	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
+	if err := envflag.Apply(fs, envPrefix, lookup); err != nil {
 		return config{}, err
 	}
 	if err := command.ParseFlags(fs, args, stdout, stderr); err != nil {

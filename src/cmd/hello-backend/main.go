@@ -27,7 +27,7 @@ func main() {
 // -h usage goes to stdout; logs (JSON) and one line with the bound addresses
 // go to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, os.Getenv, stdout, stderr)
+	cfg, err := parseConfig(args, os.LookupEnv, stdout, stderr)
 	if err != nil {
 		return err
 	}

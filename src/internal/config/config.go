@@ -144,9 +144,9 @@ func Default() Settings {
 }
 
 // Parse returns the settings given by args (without the program name) over
-// the environment read through getenv, over the defaults. Usage goes to out,
+// the environment read through lookup, over the defaults. Usage goes to out,
 // for -h (the error is then flag.ErrHelp) and after a bad flag.
-func Parse(args []string, getenv func(string) string, out io.Writer) (Settings, error) {
+func Parse(args []string, lookup envflag.Lookup, out io.Writer) (Settings, error) {
 	c := Default()
 	fs := flagSet(&c)
 	for former, now := range renamed {
@@ -154,7 +154,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Settings, 
 			return fmt.Errorf("renamed: use --%s (%s)", now, EnvName(now))
 		})
 	}
-	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
+	if err := envflag.Apply(fs, EnvPrefix, lookup); err != nil {
 		return Settings{}, err
 	}
 	if err := command.ParseFlags(fs, args, out, out); err != nil {

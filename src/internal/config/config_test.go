@@ -135,3 +135,26 @@ func TestEnvName(t *testing.T) {
 		t.Errorf("EnvName = %q", got)
 	}
 }
+
+func TestParse_AVariableSetButEmptyMeansWhatTheEmptyFlagMeans(t *testing.T) {
+	c := Default()
+	flagSet(&c).VisitAll(func(f *flag.Flag) {
+		name := EnvName(f.Name)
+		fromEnv, envErr := Parse(nil, testkit.Env(map[string]string{name: ""}), io.Discard)
+		fromFlag, flagErr := Parse([]string{"--" + f.Name + "="}, testkit.Env(nil), io.Discard)
+		switch {
+		case (envErr == nil) != (flagErr == nil):
+			t.Errorf("%s=\"\": %v; --%s=\"\": %v; want both to take it or both to refuse it", name, envErr, f.Name, flagErr)
+		case envErr != nil && !strings.Contains(envErr.Error(), name) && !strings.Contains(envErr.Error(), "--"+f.Name):
+			t.Errorf("%s=\"\": %v, want an error naming it", name, envErr)
+		case envErr == nil && !reflect.DeepEqual(fromEnv, fromFlag):
+			t.Errorf("%s=\"\" gives %+v, --%s=\"\" gives %+v", name, fromEnv, f.Name, fromFlag)
+		}
+	})
+	// The case that started the rule: an empty variable turns the admin
+	// service off, as the README says.
+	cfg, err := Parse(nil, testkit.Env(map[string]string{"COLLAPSER_ADMIN_LISTEN": ""}), io.Discard)
+	if err != nil || cfg.AdminListen != "" {
+		t.Errorf("COLLAPSER_ADMIN_LISTEN=\"\": admin listen %q, %v; want none", cfg.AdminListen, err)
+	}
+}

@@ -54,3 +54,21 @@ func TestUsage_NamesTheVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestApply_ASetButEmptyVariableSetsTheEmptyValue(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	addr := fs.String("admin-listen", "127.0.0.1:1", "")
+	fs.Duration("cache-ttl", time.Second, "")
+	err := Apply(fs, "P_", testkit.Env(map[string]string{"P_ADMIN_LISTEN": "", "P_CACHE_TTL": ""}))
+	if *addr != "" {
+		t.Errorf("admin-listen = %q, want empty: the variable is set, to nothing", *addr)
+	}
+	if err == nil || !strings.Contains(err.Error(), `P_CACHE_TTL="": set but empty, which --cache-ttl does not take`) {
+		t.Errorf("Apply() = %v, want P_CACHE_TTL refused, named", err)
+	}
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	addr = fs.String("admin-listen", "127.0.0.1:1", "")
+	if err := Apply(fs, "P_", testkit.Env(nil)); err != nil || *addr != "127.0.0.1:1" {
+		t.Errorf("unset: admin-listen = %q, %v; want its default", *addr, err)
+	}
+}

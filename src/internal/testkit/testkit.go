@@ -108,10 +108,14 @@ func ClosedAddr(t testing.TB) string {
 	return addr
 }
 
-// Env returns a lookup of vars shaped like os.Getenv, for code that reads
-// its environment through one: a name vars lacks reads as "".
-func Env(vars map[string]string) func(string) string {
-	return func(name string) string { return vars[name] }
+// Env returns a lookup of vars shaped like os.LookupEnv, for code that
+// reads its environment through one: a name vars lacks is unset, one it
+// holds with "" is set but empty.
+func Env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
 }
 
 // LiveHeap returns the bytes of live heap objects after two full
