@@ -168,19 +168,6 @@ func rssKiB(t testing.TB) int64 {
 // maxFrame is HTTP/2's default (and smallest) maximum frame size.
 const maxFrame = 16 << 10
 
-// heapInUse returns the live heap after a collection, signed: the heap can
-// shrink between two readings, and their difference must not wrap around.
-func heapInUse() int64 {
-	// Twice: the first GC moves what sync.Pools hold (grpc-go's buffer
-	// pools keep 1 MiB buffers after 1 MiB messages) to their victim
-	// caches, the second frees it. What is left is what the sidecar holds.
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
-}
-
 // okCall checks that a normal call through addr still works.
 func okCall(t *testing.T, addr string) {
 	t.Helper()
@@ -205,7 +192,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 			}}
 			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
 			okCall(t, sc.addr)
-			goroutines, heap, rss := runtime.NumGoroutine(), heapInUse(), rssKiB(t)
+			goroutines, heap, rss := runtime.NumGoroutine(), testkit.LiveHeap(), rssKiB(t)
 			c := dialRaw(t, sc.addr)
 			for range opened {
 				c.open(t, method)
@@ -217,7 +204,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 			}
 			c.sync(t) // any stream beyond the limit, were it accepted, has its handler now
 			// The backend's handlers are the test's goroutines, not the sidecar's.
-			grown, heapGrown := runtime.NumGoroutine()-goroutines-int(chats.Load()), heapInUse()-heap
+			grown, heapGrown := runtime.NumGoroutine()-goroutines-int(chats.Load()), testkit.LiveHeap()-heap
 			bound := 3*held + 50
 			t.Logf("%d streams opened: %d goroutines more (bound %d), heap +%d KiB, process RSS +%d KiB", opened, grown, bound, heapGrown>>10, rssKiB(t)-rss)
 			// A held stream costs its handler's goroutine and one more: the
@@ -335,7 +322,7 @@ func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	okCall(t, sc.addr)
-	heap, rss := heapInUse(), rssKiB(t)
+	heap, rss := testkit.LiveHeap(), rssKiB(t)
 	for _, size := range []int{payload, payload / 4} { // keys too large to keep; keys of which four fit
 		for i := range requests / 2 {
 			name := fmt.Sprintf("%d-%s", i, strings.Repeat("k", size))
@@ -347,7 +334,7 @@ func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 		}
 	}
 	st := sc.proxy.Stats()
-	grown := heapInUse() - heap
+	grown := testkit.LiveHeap() - heap
 	debug.FreeOSMemory() // what the heap no longer uses goes back, as the runtime's scavenger does in time
 	t.Logf("%d distinct requests of up to 1 MiB, cache limit 1 MiB: cache counts %d KiB in %d entries; heap +%d KiB, process RSS +%d KiB",
 		requests, st.Bytes>>10, st.Entries, grown>>10, rssKiB(t)-rss)
