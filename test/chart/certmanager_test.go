@@ -21,6 +21,7 @@ type certificate struct {
 		CommonName string   `json:"commonName"`
 		SecretName string   `json:"secretName"`
 		DNSNames   []string `json:"dnsNames"`
+		URIs       []string `json:"uris"`
 		Duration   string   `json:"duration"`
 		PrivateKey struct {
 			Algorithm      string `json:"algorithm"`

@@ -3,6 +3,7 @@ package chart
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,5 +118,52 @@ func TestRender_ATLSListenerIsProbedThroughTheMetricsPort(t *testing.T) {
 		if p.probe == nil || p.probe.GRPC != nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.IntValue() != 2112 {
 			t.Errorf("%s probe %+v, want GET %s on the metrics port 2112: the kubelet's gRPC probe speaks no TLS", p.name, p.probe, p.path)
 		}
+	}
+}
+
+func TestRender_PeerCertificateFromCertManager(t *testing.T) {
+	withPeers := []string{"replicaCount=3", "peers.tls.certManager.enabled=true"}
+	for _, tt := range []struct {
+		name       string
+		set        []string
+		wantIssuer issuerRef
+		bootstrap  bool // the release's own CA: self-signed Issuer, CA Certificate, CA Issuer
+	}{
+		{"a CA of the release's own", withPeers, issuerRef{Name: fullname + "-peers-ca", Kind: "Issuer", Group: "cert-manager.io"}, true},
+		{"the cluster's issuer", append(withPeers, "peers.tls.certManager.issuerRef.name=corp-ca", "peers.tls.certManager.issuerRef.kind=ClusterIssuer"),
+			issuerRef{Name: "corp-ca", Kind: "ClusterIssuer"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := render(t, "", tt.set...)
+			c := r.certificates[fullname+"-peer-tls"]
+			if c == nil {
+				t.Fatalf("no Certificate %s-peer-tls; rendered %v", fullname, r.kinds())
+			}
+			wantURI := "spiffe://cluster.local/ns/" + namespace + "/collapser/" + fullname
+			if c.Spec.SecretName != fullname+"-peer-tls" || !slices.Equal(c.Spec.URIs, []string{wantURI}) ||
+				!slices.Equal(c.Spec.DNSNames, []string{fullname + "-replicas." + namespace + ".svc"}) {
+				t.Errorf("Certificate secret %q, URIs %v, DNS names %v; want %s-peer-tls, the release's SPIFFE ID %s first, the replicas Service",
+					c.Spec.SecretName, c.Spec.URIs, c.Spec.DNSNames, fullname, wantURI)
+			}
+			for _, usage := range []string{"server auth", "client auth"} {
+				if !slices.Contains(c.Spec.Usages, usage) {
+					t.Errorf("usages %v lack %q: a replica is server and client of the others", c.Spec.Usages, usage)
+				}
+			}
+			if c.Spec.IssuerRef != tt.wantIssuer {
+				t.Errorf("issuer %+v, want %+v", c.Spec.IssuerRef, tt.wantIssuer)
+			}
+			_, selfSigned := r.issuers[fullname+"-peers-selfsigned"]
+			_, ca := r.certificates[fullname+"-peers-ca"]
+			if selfSigned != tt.bootstrap || ca != tt.bootstrap {
+				t.Errorf("self-signed Issuer %v, CA Certificate %v; want both %v", selfSigned, ca, tt.bootstrap)
+			}
+			if r.secrets[fullname+"-peer-tls"] != nil {
+				t.Error("the chart made the peer-tls Secret too: cert-manager owns it")
+			}
+			if got, mounted := peerTLSVolume(t, r.deployments[fullname].Spec.Template.Spec); got != fullname+"-peer-tls" || !mounted {
+				t.Errorf("peer-tls volume from %q, mounted %v; want cert-manager's Secret", got, mounted)
+			}
+		})
 	}
 }

@@ -139,6 +139,20 @@ or the one the chart makes.
 {{- end }}
 
 {{/*
+"true" when cert-manager issues the peers' certificate.
+*/}}
+{{- define "collapser.peerCertManager" -}}
+{{- and (eq (include "collapser.peerTLS" .) "true") .Values.peers.tls.certManager.enabled (not .Values.peers.tls.existingSecret) }}
+{{- end }}
+
+{{/*
+The identity cert-manager's peer certificate carries as its URI SAN (a SPIFFE ID).
+*/}}
+{{- define "collapser.peerSpiffeID" -}}
+{{- printf "spiffe://%s/ns/%s/collapser/%s" .Values.clusterDomain .Release.Namespace (include "collapser.fullname" .) }}
+{{- end }}
+
+{{/*
 The identity every replica's certificate carries as its first DNS SAN: the name of the
 release's replicas Service.
 */}}

@@ -48,12 +48,13 @@ group: cert-manager.io
 {{- end }}
 
 {{/*
-Fails unless the cluster serves cert-manager's Certificate: the message says how to
-get it, or how to render without a cluster.
+Fails unless the cluster serves cert-manager's Certificate: the message names the setting
+that asked for it and says how to get it, or how to render without a cluster.
+Usage: include "collapser.requireCertManager" (dict "setting" "injector.certManager.enabled" "context" $)
 */}}
 {{- define "collapser.requireCertManager" -}}
-{{- if not (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate") }}
-{{- fail "injector.certManager.enabled: the cluster has no cert-manager.io/v1 Certificate; install cert-manager first (helm template: pass --api-versions cert-manager.io/v1/Certificate)" }}
+{{- if not (.context.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate") }}
+{{- fail (printf "%s: the cluster has no cert-manager.io/v1 Certificate; install cert-manager first (helm template: pass --api-versions cert-manager.io/v1/Certificate)" .setting) }}
 {{- end }}
 {{- end }}
 
