@@ -53,6 +53,29 @@ const (
 	// carries the identity of its own (its first URI SAN, else its first
 	// DNS SAN). Default: plain text between the replicas, with the token.
 	AnnotationPeerTLSSecret = prefix + "peer-tls-secret"
+	// AnnotationTLSSecret names a Secret in the pod's namespace with tls.crt
+	// and tls.key (kubernetes.io/tls), mounted into the sidecar at tlsDir:
+	// the sidecar serves callers TLS, as the workload did, and its probes ask
+	// its metrics port over HTTP (the kubelet's gRPC probe speaks plain text
+	// only). Default: plain text.
+	AnnotationTLSSecret = prefix + "tls-secret"
+	// AnnotationTLSClientCA, "true" with AnnotationTLSSecret, asks every
+	// caller for a certificate signed by the Secret's ca.crt (mutual TLS).
+	// Default: "false".
+	AnnotationTLSClientCA = prefix + "tls-client-ca"
+	// AnnotationBackendTLS, "true", has the sidecar call the workload over
+	// TLS, verified against the system's roots unless
+	// AnnotationBackendTLSCASecret names a CA. Default: "false".
+	AnnotationBackendTLS = prefix + "backend-tls"
+	// AnnotationBackendTLSServerName is the DNS name the workload's
+	// certificate is verified for, with AnnotationBackendTLS. Default: the
+	// backend's host, 127.0.0.1.
+	AnnotationBackendTLSServerName = prefix + "backend-tls-server-name"
+	// AnnotationBackendTLSCASecret names a Secret in the pod's namespace
+	// whose ca.crt verifies the workload's certificate, mounted into the
+	// sidecar at backendTLSDir, with AnnotationBackendTLS. Default: the
+	// system's roots.
+	AnnotationBackendTLSCASecret = prefix + "backend-tls-ca-secret"
 	// AnnotationPolicy names a ConfigMap in the pod's namespace whose
 	// policy.yaml is the sidecar's per-method policy. Default: none.
 	AnnotationPolicy = prefix + "policy-configmap"
@@ -81,6 +104,12 @@ type settings struct {
 	peerTLS     string
 	policy      string
 	cacheTTL    string
+
+	tls                  string // the callers' TLS Secret
+	tlsClientCA          bool
+	backendTLS           bool
+	backendTLSServerName string
+	backendTLSCA         string // the Secret of the backend's CA
 }
 
 // annotationParsers read each per-pod annotation into settings. Each
@@ -118,6 +147,29 @@ var annotationParsers = map[string]func(s *settings, v string) (accepted string)
 		s.peerTLS = v
 		return ""
 	},
+	AnnotationTLSSecret: func(s *settings, v string) string {
+		if len(validation.IsDNS1123Subdomain(v)) > 0 {
+			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with tls.crt and tls.key"
+		}
+		s.tls = v
+		return ""
+	},
+	AnnotationTLSClientCA: boolParser(func(s *settings) *bool { return &s.tlsClientCA }),
+	AnnotationBackendTLS:  boolParser(func(s *settings) *bool { return &s.backendTLS }),
+	AnnotationBackendTLSServerName: func(s *settings, v string) string {
+		if len(validation.IsDNS1123Subdomain(v)) > 0 {
+			return "the DNS name the backend's certificate is issued for (a DNS-1123 subdomain)"
+		}
+		s.backendTLSServerName = v
+		return ""
+	},
+	AnnotationBackendTLSCASecret: func(s *settings, v string) string {
+		if len(validation.IsDNS1123Subdomain(v)) > 0 {
+			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with ca.crt"
+		}
+		s.backendTLSCA = v
+		return ""
+	},
 	AnnotationPolicy: func(s *settings, v string) string {
 		if len(validation.IsDNS1123Subdomain(v)) > 0 {
 			return "the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)"
@@ -146,6 +198,16 @@ func portParser(field func(*settings) *int32) func(*settings, string) string {
 	}
 }
 
+func boolParser(field func(*settings) *bool) func(*settings, string) string {
+	return func(s *settings, v string) string {
+		if v != "true" && v != "false" {
+			return `"true" or "false"`
+		}
+		*field(s) = v == "true"
+		return ""
+	}
+}
+
 // parseSettings reads the per-pod annotations. It returns a rejection for
 // every bad value, and a warning for every collapser.io/ annotation it does
 // not know.
@@ -166,12 +228,21 @@ func parseSettings(annotations map[string]string) (settings, []string, []string)
 			rejections = append(rejections, fmt.Sprintf("annotation %s: %q is not valid; want %s", name, v, accepted))
 		}
 	}
+	peers, tls, backendTLS := s.peers != "", s.tls != "", s.backendTLS
 	for _, a := range []struct {
-		name string
-		set  bool
-	}{{AnnotationPeerPort, s.peerPort != 0}, {AnnotationPeerTokenSecret, s.peerToken != ""}, {AnnotationPeerTLSSecret, s.peerTLS != ""}, {AnnotationReplicas, s.replicas != ""}} {
-		if a.set && s.peers == "" {
-			warnings = append(warnings, fmt.Sprintf("annotation %s is ignored without %s", a.name, AnnotationPeers))
+		name, needs string
+		set, has    bool // whether the annotation is set, and the one it needs
+	}{
+		{AnnotationPeerPort, AnnotationPeers, s.peerPort != 0, peers},
+		{AnnotationPeerTokenSecret, AnnotationPeers, s.peerToken != "", peers},
+		{AnnotationPeerTLSSecret, AnnotationPeers, s.peerTLS != "", peers},
+		{AnnotationReplicas, AnnotationPeers, s.replicas != "", peers},
+		{AnnotationTLSClientCA, AnnotationTLSSecret, s.tlsClientCA, tls},
+		{AnnotationBackendTLSServerName, AnnotationBackendTLS + `: "true"`, s.backendTLSServerName != "", backendTLS},
+		{AnnotationBackendTLSCASecret, AnnotationBackendTLS + `: "true"`, s.backendTLSCA != "", backendTLS},
+	} {
+		if a.set && !a.has {
+			warnings = append(warnings, fmt.Sprintf("annotation %s is ignored without %s", a.name, a.needs))
 		}
 	}
 	if s.peers != "" && s.peerToken == "" {

@@ -13,6 +13,15 @@ var portAnnotations = map[string]string{
 	PeerPortName:    AnnotationPeerPort,
 }
 
+// volumeAnnotations names the annotation that adds each sidecar volume.
+var volumeAnnotations = map[string]string{
+	policyVolume:     AnnotationPolicy,
+	peerTokenVolume:  AnnotationPeerTokenSecret,
+	peerTLSVolume:    AnnotationPeerTLSSecret,
+	tlsVolume:        AnnotationTLSSecret,
+	backendTLSVolume: AnnotationBackendTLSCASecret,
+}
+
 // adminPortName names the admin service's port in messages, and
 // adminSetting is the chart value that moves it: no annotation does, it is
 // the same in every injected pod.
@@ -79,9 +88,10 @@ func collisions(pod *corev1.Pod, c corev1.Container, backendPort int32) []string
 		}
 	}
 	for _, m := range c.VolumeMounts {
+		annotation, ok := volumeAnnotations[m.Name]
 		for _, v := range pod.Spec.Volumes {
-			if m.Name == policyVolume && v.Name == policyVolume {
-				reasons = append(reasons, fmt.Sprintf("the pod has a volume named %q, the name of the collapser sidecar's policy volume (%s); rename it", v.Name, AnnotationPolicy))
+			if ok && v.Name == m.Name {
+				reasons = append(reasons, fmt.Sprintf("the pod has a volume named %q, the name of the collapser sidecar's volume of %s; rename it", v.Name, annotation))
 			}
 		}
 	}

@@ -43,7 +43,12 @@ func TestInject_PortCollisions(t *testing.T) {
 	t.Run("policy volume name taken", func(t *testing.T) {
 		pod := appPod(with(AnnotationPolicy, "rules"))
 		pod.Spec.Volumes = []corev1.Volume{{Name: policyVolume}}
-		assertRejected(t, pod, `the pod has a volume named "collapser-policy", the name of the collapser sidecar's policy volume (collapser.io/policy-configmap); rename it`)
+		assertRejected(t, pod, `the pod has a volume named "collapser-policy", the name of the collapser sidecar's volume of collapser.io/policy-configmap; rename it`)
+	})
+	t.Run("TLS volume name taken", func(t *testing.T) {
+		pod := appPod(with(AnnotationTLSSecret, "app-tls"))
+		pod.Spec.Volumes = []corev1.Volume{{Name: tlsVolume}}
+		assertRejected(t, pod, `the pod has a volume named "collapser-tls", the name of the collapser sidecar's volume of collapser.io/tls-secret; rename it`)
 	})
 }
 

@@ -3,19 +3,25 @@
 // itself: the container comes from a Template the chart renders (the very
 // container of the chart's own pod), and injection only fills in each pod's
 // settings from its annotations (ports, backend, peers and replicas, peer
-// token and TLS, policy, cache TTL). A pod with peers must name the Secret of its
-// peer token (AnnotationPeerTokenSecret): every call between replicas
-// carries it, so a pod that names peers without it is refused.
+// token and TLS, TLS to callers and to the backend, policy, cache TTL). A
+// pod with peers must name the Secret of its peer token
+// (AnnotationPeerTokenSecret): every call between replicas carries it, so a
+// pod that names peers without it is refused.
 //
 // Nothing is intercepted: callers reach the sidecar through the workload's
-// Service, whose targetPort names PortName. Probes are not rewritten and no
-// capability is added, so a pod that passes Pod Security "restricted"
-// passes it injected too. A pod on the node's network (hostNetwork) is not
-// injected, with a warning: the sidecar's ports and its admin service would
-// be the node's.
+// Service, whose targetPort names PortName. The app's probes are not
+// rewritten and no capability is added, so a pod that passes Pod Security
+// "restricted" passes it injected too. Only the sidecar's own probes change
+// with AnnotationTLSSecret: its gRPC liveness and readiness probes (and the
+// startup probe made from the liveness one) become HTTP GETs of /livez and
+// /readyz on its metrics port, since the kubelet's gRPC probe speaks plain
+// text only. A pod on the node's network (hostNetwork) is not injected,
+// with a warning: the sidecar's ports and its admin service would be the
+// node's.
 //
 // The patch only adds (the sidecar, and the volumes it mounts: the policy
-// ConfigMap's, the peer token and TLS Secrets'): it never rewrites the pod from a
+// ConfigMap's, the Secrets of the peer token, of the peer TLS, of the
+// callers' TLS and of the backend's CA): it never rewrites the pod from a
 // decoded copy, so fields this package's API version does not know
 // survive. A pod that already has the sidecar is left as it is, so the
 // webhook can be invoked again (reinvocationPolicy IfNeeded).
@@ -146,23 +152,26 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 		}}})
 	}
 	if s.peers != "" && s.peerToken != "" {
-		volumes = append(volumes, corev1.Volume{Name: peerTokenVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: s.peerToken, Items: []corev1.KeyToPath{{Key: peerTokenKey, Path: peerTokenKey}},
-		}}})
+		volumes = append(volumes, secretVolume(peerTokenVolume, s.peerToken, peerTokenKey))
 	}
 	if s.peers != "" && s.peerTLS != "" {
-		var items []corev1.KeyToPath
-		for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey, corev1.ServiceAccountRootCAKey} {
-			items = append(items, corev1.KeyToPath{Key: key, Path: key})
-		}
-		volumes = append(volumes, corev1.Volume{Name: peerTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: s.peerTLS, Items: items,
-		}}})
+		volumes = append(volumes, secretVolume(peerTLSVolume, s.peerTLS, corev1.TLSCertKey, corev1.TLSPrivateKeyKey, corev1.ServiceAccountRootCAKey))
 	}
+	volumes = append(volumes, tlsVolumes(s)...)
 	for i, v := range volumes {
 		patch = append(patch, appendOp("/spec/volumes", len(pod.Spec.Volumes)+i, v))
 	}
 	return Result{Patch: patch, Warnings: warnings}, nil
+}
+
+// secretVolume is the volume name of the Secret secret's keys, each a file
+// of its own name.
+func secretVolume(name, secret string, keys ...string) corev1.Volume {
+	items := make([]corev1.KeyToPath, 0, len(keys))
+	for _, key := range keys {
+		items = append(items, corev1.KeyToPath{Key: key, Path: key})
+	}
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, Items: items}}}
 }
 
 // wantsSidecar reads the opt-in: the pod's annotation, else its namespace's label.
@@ -198,7 +207,8 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 	metricsPort := c.Ports[portIndex(c.Ports, templateMetricsPort)].ContainerPort
 	port := cmp.Or(s.port, grpcPort)
 	setPort(&c, templateGRPCPort, PortName, port, envListen)
-	setPort(&c, templateMetricsPort, MetricsPortName, cmp.Or(s.metricsPort, metricsPort), envMetricsListen)
+	metricsPort = cmp.Or(s.metricsPort, metricsPort)
+	setPort(&c, templateMetricsPort, MetricsPortName, metricsPort, envMetricsListen)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if p != nil && p.GRPC != nil && p.GRPC.Port == grpcPort {
 			p.GRPC.Port = port
@@ -229,6 +239,7 @@ func (in Injector) container(s settings, namespace string) (corev1.Container, in
 			setEnv(&c, envPeerTLSCA, path.Join(t.PeerTLSDir, corev1.ServiceAccountRootCAKey))
 		}
 	}
+	setTLS(&c, s, metricsPort)
 	if s.policy != "" {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: policyVolume, MountPath: t.PolicyDir, ReadOnly: true})
 		setEnv(&c, envPolicyFile, path.Join(t.PolicyDir, policyFile))

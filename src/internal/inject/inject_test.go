@@ -9,10 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
 
 	"github.com/collapser/collapser/src/internal/config"
+	sidecarpkg "github.com/collapser/collapser/src/internal/sidecar"
 )
 
 func TestInject_OptIn(t *testing.T) {
@@ -204,6 +206,71 @@ func TestInject_Annotations(t *testing.T) {
 				t.Errorf("volumes = %+v, want the Secret app-peer-tls's tls.crt, tls.key and ca.crt", pod.Spec.Volumes)
 			}
 		}},
+		{"tls-secret", with(AnnotationTLSSecret, "app-tls"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			for name, want := range map[string]string{envTLSCert: "/etc/collapser/tls/tls.crt", envTLSKey: "/etc/collapser/tls/tls.key", envTLSClientCA: "<unset>"} {
+				if got := env(c, name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			wantMount := corev1.VolumeMount{Name: tlsVolume, MountPath: "/etc/collapser/tls", ReadOnly: true}
+			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
+				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
+			}
+			// No ca.crt asked: a Secret without one mounts.
+			assertSecretVolume(t, pod, tlsVolume, "app-tls", "tls.crt", "tls.key")
+			assertHTTPProbes(t, c, 2112)
+		}},
+		{"tls-secret and tls-client-ca", with(AnnotationTLSSecret, "app-tls", AnnotationTLSClientCA, "true"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if got := env(c, envTLSClientCA); got != "/etc/collapser/tls/ca.crt" {
+				t.Errorf("%s = %q, want the Secret's ca.crt", envTLSClientCA, got)
+			}
+			assertSecretVolume(t, pod, tlsVolume, "app-tls", "tls.crt", "tls.key", "ca.crt")
+		}},
+		{"tls-secret, tls-client-ca false", with(AnnotationTLSSecret, "app-tls", AnnotationTLSClientCA, "false"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if got := env(c, envTLSClientCA); got != "<unset>" {
+				t.Errorf("%s = %q, want it unset", envTLSClientCA, got)
+			}
+			assertSecretVolume(t, pod, tlsVolume, "app-tls", "tls.crt", "tls.key")
+		}},
+		{"tls-secret, port and metrics-port", with(AnnotationTLSSecret, "app-tls", AnnotationPort, "7000", AnnotationMetricsPort, "9100"), func(t *testing.T, _ *corev1.Pod, c corev1.Container) {
+			assertHTTPProbes(t, c, 9100)
+		}},
+		{"tls-client-ca without tls-secret", with(AnnotationTLSClientCA, "true"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if env(c, envTLSClientCA) != "<unset>" || len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 || c.LivenessProbe.GRPC == nil {
+				t.Errorf("a client CA without a TLS Secret set %s %q, mounted %+v, volumes %+v", envTLSClientCA, env(c, envTLSClientCA), c.VolumeMounts, pod.Spec.Volumes)
+			}
+		}},
+		{"backend-tls", with(AnnotationBackendTLS, "true"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			for name, want := range map[string]string{envBackendTLS: "true", envBackendTLSServerName: "<unset>", envBackendTLSCA: "<unset>"} {
+				if got := env(c, name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			if len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 {
+				t.Errorf("backend TLS with the system's roots mounted %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
+			}
+			// The callers' leg stays plain text, probed over gRPC.
+			if env(c, envTLSCert) != "<unset>" || c.LivenessProbe.GRPC == nil || c.ReadinessProbe.GRPC == nil {
+				t.Errorf("backend TLS changed the callers' leg: %s %q, probes %+v, %+v", envTLSCert, env(c, envTLSCert), c.LivenessProbe, c.ReadinessProbe)
+			}
+		}},
+		{"backend-tls, server name and CA", with(AnnotationBackendTLS, "true", AnnotationBackendTLSServerName, "app.team.svc", AnnotationBackendTLSCASecret, "app-ca"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			for name, want := range map[string]string{envBackendTLS: "true", envBackendTLSServerName: "app.team.svc", envBackendTLSCA: "/etc/collapser/backend-tls/ca.crt"} {
+				if got := env(c, name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			wantMount := corev1.VolumeMount{Name: backendTLSVolume, MountPath: "/etc/collapser/backend-tls", ReadOnly: true}
+			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
+				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
+			}
+			assertSecretVolume(t, pod, backendTLSVolume, "app-ca", "ca.crt")
+		}},
+		{"backend-tls-ca-secret without backend-tls", with(AnnotationBackendTLS, "false", AnnotationBackendTLSCASecret, "app-ca"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			if env(c, envBackendTLS) != "<unset>" || env(c, envBackendTLSCA) != "<unset>" || len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 {
+				t.Errorf("a backend CA without backend TLS set %s %q, mounted %+v, volumes %+v", envBackendTLSCA, env(c, envBackendTLSCA), c.VolumeMounts, pod.Spec.Volumes)
+			}
+		}},
 		{"peer-token-secret without peers", with(AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
 			if env(c, envPeerTokenFile) != "<unset>" || len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 {
 				t.Errorf("a token without peers mounted %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
@@ -231,13 +298,13 @@ func TestInject_Annotations(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The undeclared backend port's, unless declared; the ignored
-			// token's without peers.
+			// annotation's in a case "... without ...".
 			want := 1
 			if tt.name == "backend-port" {
 				want = 0
 			}
-			if _, ok := tt.annotations[AnnotationPeers]; !ok && tt.annotations[AnnotationPeerTokenSecret] != "" {
-				want++
+			if strings.Contains(tt.name, " without ") {
+				want++ // the ignored annotation's
 			}
 			if len(res.Warnings) != want {
 				t.Errorf("warnings = %q, want %d", res.Warnings, want)
@@ -246,6 +313,46 @@ func TestInject_Annotations(t *testing.T) {
 			c, _ := sidecar(t, got)
 			tt.check(t, got, c)
 		})
+	}
+}
+
+// assertSecretVolume checks that pod has the volume name of the Secret
+// secret's keys, each mounted as a file of its own name, and no other key.
+func assertSecretVolume(t *testing.T, pod *corev1.Pod, name, secret string, keys ...string) {
+	t.Helper()
+	var want []corev1.KeyToPath
+	for _, k := range keys {
+		want = append(want, corev1.KeyToPath{Key: k, Path: k})
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == name && v.Secret != nil && v.Secret.SecretName == secret && reflect.DeepEqual(v.Secret.Items, want) {
+			return
+		}
+	}
+	t.Errorf("volumes = %+v, want %s of the Secret %s's %v", pod.Spec.Volumes, name, secret, keys)
+}
+
+// assertHTTPProbes checks that c, serving callers TLS, is probed by GETs on
+// metricsPort: /livez for liveness and startup, /readyz for readiness,
+// each probe otherwise the template's.
+func assertHTTPProbes(t *testing.T, c corev1.Container, metricsPort int) {
+	t.Helper()
+	tmpl := testTemplate(t).Container
+	startup := tmpl.LivenessProbe.DeepCopy()
+	startup.PeriodSeconds, startup.FailureThreshold = startupPeriodSeconds, startupFailureThreshold
+	for _, p := range []struct {
+		name      string
+		got, want *corev1.Probe
+		path      string
+	}{
+		{"liveness", c.LivenessProbe, tmpl.LivenessProbe.DeepCopy(), "/livez"},
+		{"readiness", c.ReadinessProbe, tmpl.ReadinessProbe.DeepCopy(), "/readyz"},
+		{"startup", c.StartupProbe, startup, "/livez"},
+	} {
+		p.want.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: p.path, Port: intstr.FromInt(metricsPort)}}
+		if !equality.Semantic.DeepEqual(p.got, p.want) {
+			t.Errorf("%s probe = %+v, want %+v: GET %s on the metrics port %d", p.name, p.got, p.want, p.path, metricsPort)
+		}
 	}
 }
 
@@ -280,6 +387,11 @@ func TestInject_Rejections(t *testing.T) {
 		{"policy-configmap", with(AnnotationPolicy, "Policy!"), `annotation collapser.io/policy-configmap: "Policy!" is not valid; want the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)`},
 		{"cache-ttl", with(AnnotationCacheTTL, "5"), `annotation collapser.io/cache-ttl: "5" is not valid; want a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only)`},
 		{"negative cache-ttl", with(AnnotationCacheTTL, "-1s"), `annotation collapser.io/cache-ttl: "-1s" is not valid; want a Go duration`},
+		{"tls-secret", with(AnnotationTLSSecret, "App_TLS"), `annotation collapser.io/tls-secret: "App_TLS" is not valid; want the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with tls.crt and tls.key`},
+		{"tls-client-ca", with(AnnotationTLSSecret, "app-tls", AnnotationTLSClientCA, "yes"), `annotation collapser.io/tls-client-ca: "yes" is not valid; want "true" or "false"`},
+		{"backend-tls", with(AnnotationBackendTLS, "1"), `annotation collapser.io/backend-tls: "1" is not valid; want "true" or "false"`},
+		{"backend-tls-server-name", with(AnnotationBackendTLS, "true", AnnotationBackendTLSServerName, "app_backend:443"), `annotation collapser.io/backend-tls-server-name: "app_backend:443" is not valid; want the DNS name the backend's certificate is issued for (a DNS-1123 subdomain)`},
+		{"backend-tls-ca-secret", with(AnnotationBackendTLS, "true", AnnotationBackendTLSCASecret, "CA!"), `annotation collapser.io/backend-tls-ca-secret: "CA!" is not valid; want the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with ca.crt`},
 		{"two at once", with(AnnotationPort, "x", AnnotationCacheTTL, "y"), `annotation collapser.io/cache-ttl: "y" is not valid; want a Go duration of 0 or more, such as "100ms", "2s" or "0s" (collapse in flight only); annotation collapser.io/port: "x" is not valid`},
 	}
 	for _, tt := range tests {
@@ -308,9 +420,12 @@ func TestInject_Warnings(t *testing.T) {
 		want        string
 	}{
 		{"unknown annotation", with("collapser.io/cache-tll", "1s"),
-			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-tls-secret, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port, collapser.io/replicas"},
+			"annotation collapser.io/cache-tll is not a collapser setting and is ignored; the settings are collapser.io/backend-port, collapser.io/backend-tls, collapser.io/backend-tls-ca-secret, collapser.io/backend-tls-server-name, collapser.io/cache-ttl, collapser.io/metrics-port, collapser.io/peer-port, collapser.io/peer-tls-secret, collapser.io/peer-token-secret, collapser.io/peers, collapser.io/policy-configmap, collapser.io/port, collapser.io/replicas, collapser.io/tls-client-ca, collapser.io/tls-secret"},
 		{"peer-port without peers", with(AnnotationPeerPort, "6000"), "annotation collapser.io/peer-port is ignored without collapser.io/peers"},
 		{"replicas without peers", with(AnnotationReplicas, "app-replicas"), "annotation collapser.io/replicas is ignored without collapser.io/peers"},
+		{"tls-client-ca without tls-secret", with(AnnotationTLSClientCA, "true"), "annotation collapser.io/tls-client-ca is ignored without collapser.io/tls-secret"},
+		{"backend-tls-server-name without backend-tls", with(AnnotationBackendTLSServerName, "app.team.svc"), `annotation collapser.io/backend-tls-server-name is ignored without collapser.io/backend-tls: "true"`},
+		{"backend-tls-ca-secret with backend-tls false", with(AnnotationBackendTLS, "false", AnnotationBackendTLSCASecret, "app-ca"), `annotation collapser.io/backend-tls-ca-secret is ignored without collapser.io/backend-tls: "true"`},
 		{"backend port not declared", with(AnnotationBackendPort, "9000"),
 			"no container declares port 9000, where the collapser sidecar forwards calls on 127.0.0.1; if the app serves gRPC on another port, set collapser.io/backend-port to it"},
 	}
@@ -343,7 +458,8 @@ func TestInject_PodSecurityRestricted(t *testing.T) {
 			t.Errorf("pod is not restricted: %s: %s", result.ForbiddenReason(), result.ForbiddenDetail())
 		}
 	}
-	pod := appPod(with(AnnotationPeers, "app-pods", AnnotationReplicas, "app-replicas", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPolicy, "rules"))
+	pod := appPod(with(AnnotationPeers, "app-pods", AnnotationReplicas, "app-replicas", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPeerTLSSecret, "app-peer-tls", AnnotationPolicy, "rules",
+		AnnotationTLSSecret, "app-tls", AnnotationTLSClientCA, "true", AnnotationBackendTLS, "true", AnnotationBackendTLSServerName, "app.team.svc", AnnotationBackendTLSCASecret, "app-ca"))
 	check(t, pod)
 	for _, mode := range []Mode{Native, Ordinary} {
 		res, err := Injector{Template: testTemplate(t), Mode: mode}.Inject(pod, "team", nil)
@@ -377,6 +493,8 @@ container:
 		{"no liveness probe", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}]}\n", "no gRPC liveness probe"},
 		{"peers rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_PEERS, value: x}]}\n", "sets COLLAPSER_PEERS"},
 		{"replicas rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_REPLICAS, value: x}]}\n", "sets COLLAPSER_REPLICAS"},
+		{"TLS rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_TLS_CERT_FILE, value: \"\"}]}\n", "sets COLLAPSER_TLS_CERT_FILE"},
+		{"backend TLS rendered", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}, env: [{name: COLLAPSER_BACKEND_TLS, value: \"false\"}]}\n", "sets COLLAPSER_BACKEND_TLS"},
 		{"no peer port", "peerPort: 0\n", "peerPort (0) must be set"},
 		{"no admin address", "container: {name: c, image: i, ports: [{name: grpc, containerPort: 1}, {name: metrics, containerPort: 2}], livenessProbe: {grpc: {port: 1}}}\n", "does not set COLLAPSER_ADMIN_LISTEN"},
 	}
@@ -415,10 +533,23 @@ func TestEnvNames_AreTheSidecarsVariables(t *testing.T) {
 	for flag, name := range map[string]string{
 		"listen": envListen, "metrics-listen": envMetricsListen, "backend": envBackend, "cache-ttl": envCacheTTL,
 		"peers": envPeers, "replicas": envReplicas, "peer-listen": envPeerListen, "policy-file": envPolicyFile, "admin-listen": envAdminListen,
+		"peer-token-file": envPeerTokenFile, "peer-tls-cert-file": envPeerTLSCert, "peer-tls-key-file": envPeerTLSKey, "peer-tls-ca-file": envPeerTLSCA,
+		"tls-cert-file": envTLSCert, "tls-key-file": envTLSKey, "tls-client-ca-file": envTLSClientCA,
+		"backend-tls": envBackendTLS, "backend-tls-ca-file": envBackendTLSCA, "backend-tls-server-name": envBackendTLSServerName,
+		"backend-tls-cert-file": envBackendTLSCert, "backend-tls-key-file": envBackendTLSKey,
 	} {
 		if want := config.EnvName(flag); name != want {
 			t.Errorf("--%s is read from %s, injection sets %s", flag, want, name)
 		}
+	}
+}
+
+// TestProbePaths_AreTheSidecars holds the probes of a sidecar serving TLS
+// to the paths and health service its metrics port answers.
+func TestProbePaths_AreTheSidecars(t *testing.T) {
+	if livezPath != sidecarpkg.LivezPath || readyzPath != sidecarpkg.ReadyzPath || livenessService != sidecarpkg.LivenessService {
+		t.Errorf("injection probes %s (service %q) and %s; the sidecar answers %s (service %q) and %s",
+			livezPath, livenessService, readyzPath, sidecarpkg.LivezPath, sidecarpkg.LivenessService, sidecarpkg.ReadyzPath)
 	}
 }
 

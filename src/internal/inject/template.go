@@ -35,8 +35,8 @@ type Template struct {
 // ParseTemplate reads a Template from YAML or JSON and checks that it has
 // what injection fills in or checks: the gRPC and metrics ports, a
 // liveness probe to start from, the admin service's address (its port is
-// checked against the pod's), and no peers or policy of the chart's own
-// pod.
+// checked against the pod's), and no peers, policy or TLS (to callers or
+// to the backend) of the chart's own pod.
 func ParseTemplate(data []byte) (Template, error) {
 	var t Template
 	if err := yaml.UnmarshalStrict(data, &t); err != nil {
@@ -71,6 +71,11 @@ func (t Template) validate() error {
 	for _, name := range []string{envPeers, envReplicas, envPeerListen, envPeerTokenFile, envPeerTLSCert, envPeerTLSKey, envPeerTLSCA, envPolicyFile} {
 		if envIndex(c.Env, name) >= 0 {
 			errs = append(errs, fmt.Errorf("container sets %s: render it without peers and policy, which are per-pod settings", name))
+		}
+	}
+	for _, name := range []string{envTLSCert, envTLSKey, envTLSClientCA, envBackendTLS, envBackendTLSCA, envBackendTLSServerName, envBackendTLSCert, envBackendTLSKey} {
+		if envIndex(c.Env, name) >= 0 {
+			errs = append(errs, fmt.Errorf("container sets %s: render it without TLS to callers or to the backend, which are per-pod settings", name))
 		}
 	}
 	if t.ClusterDomain == "" || t.PolicyDir == "" || t.PeerTokenDir == "" || t.PeerTLSDir == "" || !validPort(t.PeerPort) {
