@@ -28,11 +28,13 @@ type sidecarTemplate struct {
 }
 
 // perPod are what the injector sets per pod, from annotations, and the chart
-// sets in its own pod from peers and collapser.policy: the chart's sidecar
-// has them, the injector's template does not.
+// sets in its own pod from peers, collapser.policy and collapser.config's TLS
+// keys: the chart's sidecar has them, the injector's template does not.
 var perPod = struct{ env, ports, mounts []string }{
 	env: []string{"COLLAPSER_PEERS", "COLLAPSER_REPLICAS", "COLLAPSER_PEER_LISTEN", "COLLAPSER_PEER_TOKEN_FILE", "COLLAPSER_POLICY_FILE",
-		"COLLAPSER_PEER_TLS_CERT_FILE", "COLLAPSER_PEER_TLS_KEY_FILE", "COLLAPSER_PEER_TLS_CA_FILE"},
+		"COLLAPSER_PEER_TLS_CERT_FILE", "COLLAPSER_PEER_TLS_KEY_FILE", "COLLAPSER_PEER_TLS_CA_FILE",
+		"COLLAPSER_TLS_CERT_FILE", "COLLAPSER_TLS_KEY_FILE", "COLLAPSER_TLS_CLIENT_CA_FILE", "COLLAPSER_BACKEND_TLS",
+		"COLLAPSER_BACKEND_TLS_CA_FILE", "COLLAPSER_BACKEND_TLS_SERVER_NAME", "COLLAPSER_BACKEND_TLS_CERT_FILE", "COLLAPSER_BACKEND_TLS_KEY_FILE"},
 	ports:  []string{"peer"},
 	mounts: []string{"policy", "peer-token", "peer-tls"},
 }
@@ -85,6 +87,31 @@ func TestRender_InjectorTemplateIsTheChartsSidecar(t *testing.T) {
 					tmpl.ClusterDomain, tmpl.PeerPort, tmpl.PolicyDir, tmpl.PeerTokenDir, wantDomain, wantPort)
 			}
 		})
+	}
+}
+
+// TestRender_InjectorTemplateHasNoTLS: TLS to callers and to the backend
+// of the chart's own pod stays out of the injector's template, whose
+// probes stay gRPC: the injector sets both per pod (collapser.io/tls-secret,
+// collapser.io/backend-tls) and refuses a template that sets them.
+func TestRender_InjectorTemplateHasNoTLS(t *testing.T) {
+	r := render(t, "", "injector.enabled=true", "collapser.config.tlsCertFile=/etc/tls/tls.crt", "collapser.config.tlsKeyFile=/etc/tls/tls.key",
+		"collapser.config.backendTls=true", "collapser.config.backendTlsServerName=backend.example")
+	var tmpl sidecarTemplate
+	if err := yaml.UnmarshalStrict([]byte(r.configMaps[injectorName].Data["sidecar.yaml"]), &tmpl); err != nil {
+		t.Fatalf("sidecar.yaml: %v", err)
+	}
+	own := envMap(sidecarOf(t, r.deployments[fullname].Spec.Template.Spec))
+	if own["COLLAPSER_TLS_CERT_FILE"] != "/etc/tls/tls.crt" || own["COLLAPSER_BACKEND_TLS"] != "true" {
+		t.Fatalf("the chart's own sidecar has no TLS (%v): the case tests nothing", own)
+	}
+	for _, e := range tmpl.Container.Env {
+		if strings.Contains(e.Name, "_TLS") && !strings.HasPrefix(e.Name, "COLLAPSER_PEER_TLS") {
+			t.Errorf("the injector's template sets %s=%q", e.Name, e.Value)
+		}
+	}
+	if p, q := tmpl.Container.LivenessProbe, tmpl.Container.ReadinessProbe; p == nil || p.GRPC == nil || q == nil || q.GRPC == nil {
+		t.Errorf("the injector's template probes %+v and %+v, want gRPC: the injector rewrites them per pod", p, q)
 	}
 }
 

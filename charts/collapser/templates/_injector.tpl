@@ -76,14 +76,19 @@ app.kubernetes.io/component: injector
 
 {{/*
 The sidecar template the injector reads: the chart's own sidecar container
-(collapser.sidecarContainer) for these values, rendered without peers and without the
-chart's policy, which the injector sets per pod (collapser.io/peers,
-collapser.io/policy-configmap), and the values those settings are made from.
+(collapser.sidecarContainer) for these values, rendered without peers, without the
+chart's policy and without TLS to callers or to the backend (its probes stay gRPC),
+which the injector sets per pod (collapser.io/peers, collapser.io/policy-configmap,
+collapser.io/tls-secret, collapser.io/backend-tls), and the values those settings are
+made from.
 */}}
 {{- define "collapser.injectorTemplate" -}}
 {{- $values := deepCopy .Values -}}
 {{- $_ := set $values.peers "enabled" false -}}
 {{- $_ = unset $values.collapser "policy" -}}
+{{- range list "tlsCertFile" "tlsKeyFile" "tlsClientCaFile" "backendTls" "backendTlsCaFile" "backendTlsServerName" "backendTlsCertFile" "backendTlsKeyFile" }}
+{{- $_ = unset $values.collapser.config . -}}
+{{- end -}}
 {{- $context := dict "Values" $values "Release" .Release "Chart" .Chart "Capabilities" .Capabilities "Template" .Template -}}
 clusterDomain: {{ .Values.clusterDomain | quote }}
 peerPort: {{ .Values.peers.port }}
