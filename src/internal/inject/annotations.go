@@ -119,64 +119,24 @@ var annotationParsers = map[string]func(s *settings, v string) (accepted string)
 	AnnotationPort:        portParser(func(s *settings) *int32 { return &s.port }),
 	AnnotationMetricsPort: portParser(func(s *settings) *int32 { return &s.metricsPort }),
 	AnnotationPeerPort:    portParser(func(s *settings) *int32 { return &s.peerPort }),
-	AnnotationPeers: func(s *settings, v string) string {
-		if len(validation.IsDNS1035Label(v)) > 0 {
-			return "the name of a headless Service in the pod's namespace (a DNS-1035 label)"
-		}
-		s.peers = v
-		return ""
-	},
-	AnnotationReplicas: func(s *settings, v string) string {
-		if len(validation.IsDNS1035Label(v)) > 0 {
-			return "the name of a headless Service in the pod's namespace that publishes not-ready addresses (a DNS-1035 label)"
-		}
-		s.replicas = v
-		return ""
-	},
-	AnnotationPeerTokenSecret: func(s *settings, v string) string {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) whose key token is the peer token"
-		}
-		s.peerToken = v
-		return ""
-	},
-	AnnotationPeerTLSSecret: func(s *settings, v string) string {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with tls.crt, tls.key and ca.crt"
-		}
-		s.peerTLS = v
-		return ""
-	},
-	AnnotationTLSSecret: func(s *settings, v string) string {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with tls.crt and tls.key"
-		}
-		s.tls = v
-		return ""
-	},
+	AnnotationPeers: nameParser(validation.IsDNS1035Label, "the name of a headless Service in the pod's namespace (a DNS-1035 label)",
+		func(s *settings) *string { return &s.peers }),
+	AnnotationReplicas: nameParser(validation.IsDNS1035Label, "the name of a headless Service in the pod's namespace that publishes not-ready addresses (a DNS-1035 label)",
+		func(s *settings) *string { return &s.replicas }),
+	AnnotationPeerTokenSecret: nameParser(validation.IsDNS1123Subdomain, "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) whose key token is the peer token",
+		func(s *settings) *string { return &s.peerToken }),
+	AnnotationPeerTLSSecret: nameParser(validation.IsDNS1123Subdomain, "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with tls.crt, tls.key and ca.crt",
+		func(s *settings) *string { return &s.peerTLS }),
+	AnnotationTLSSecret: nameParser(validation.IsDNS1123Subdomain, "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with tls.crt and tls.key",
+		func(s *settings) *string { return &s.tls }),
 	AnnotationTLSClientCA: boolParser(func(s *settings) *bool { return &s.tlsClientCA }),
 	AnnotationBackendTLS:  boolParser(func(s *settings) *bool { return &s.backendTLS }),
-	AnnotationBackendTLSServerName: func(s *settings, v string) string {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			return "the DNS name the backend's certificate is issued for (a DNS-1123 subdomain)"
-		}
-		s.backendTLSServerName = v
-		return ""
-	},
-	AnnotationBackendTLSCASecret: func(s *settings, v string) string {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			return "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with ca.crt"
-		}
-		s.backendTLSCA = v
-		return ""
-	},
-	AnnotationPolicy: func(s *settings, v string) string {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			return "the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)"
-		}
-		s.policy = v
-		return ""
-	},
+	AnnotationBackendTLSServerName: nameParser(validation.IsDNS1123Subdomain, "the DNS name the backend's certificate is issued for (a DNS-1123 subdomain)",
+		func(s *settings) *string { return &s.backendTLSServerName }),
+	AnnotationBackendTLSCASecret: nameParser(validation.IsDNS1123Subdomain, "the name of a Secret in the pod's namespace (a DNS-1123 subdomain) with ca.crt",
+		func(s *settings) *string { return &s.backendTLSCA }),
+	AnnotationPolicy: nameParser(validation.IsDNS1123Subdomain, "the name of a ConfigMap in the pod's namespace (a DNS-1123 subdomain)",
+		func(s *settings) *string { return &s.policy }),
 	AnnotationCacheTTL: func(s *settings, v string) string {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -194,6 +154,18 @@ func portParser(field func(*settings) *int32) func(*settings, string) string {
 			return "a port number from 1 to 65535"
 		}
 		*field(s) = int32(p)
+		return ""
+	}
+}
+
+// nameParser reads a name that valid finds no fault in; accepted says what
+// it names.
+func nameParser(valid func(string) []string, accepted string, field func(*settings) *string) func(*settings, string) string {
+	return func(s *settings, v string) string {
+		if len(valid(v)) > 0 {
+			return accepted
+		}
+		*field(s) = v
 		return ""
 	}
 }

@@ -188,11 +188,7 @@ func TestInject_Annotations(t *testing.T) {
 			}
 		}},
 		{"peers and peer-tls-secret", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPeerTLSSecret, "app-peer-tls"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
-			for name, want := range map[string]string{envPeerTLSCert: "/etc/collapser/peer-tls/tls.crt", envPeerTLSKey: "/etc/collapser/peer-tls/tls.key", envPeerTLSCA: "/etc/collapser/peer-tls/ca.crt"} {
-				if got := env(c, name); got != want {
-					t.Errorf("%s = %q, want %q", name, got, want)
-				}
-			}
+			assertEnv(t, c, map[string]string{envPeerTLSCert: "/etc/collapser/peer-tls/tls.crt", envPeerTLSKey: "/etc/collapser/peer-tls/tls.key", envPeerTLSCA: "/etc/collapser/peer-tls/ca.crt"})
 			wantMount := corev1.VolumeMount{Name: peerTLSVolume, MountPath: "/etc/collapser/peer-tls", ReadOnly: true}
 			if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return reflect.DeepEqual(m, wantMount) }) {
 				t.Errorf("volumeMounts = %+v, want %+v among them", c.VolumeMounts, wantMount)
@@ -207,15 +203,8 @@ func TestInject_Annotations(t *testing.T) {
 			}
 		}},
 		{"tls-secret", with(AnnotationTLSSecret, "app-tls"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
-			for name, want := range map[string]string{envTLSCert: "/etc/collapser/tls/tls.crt", envTLSKey: "/etc/collapser/tls/tls.key", envTLSClientCA: "<unset>"} {
-				if got := env(c, name); got != want {
-					t.Errorf("%s = %q, want %q", name, got, want)
-				}
-			}
-			wantMount := corev1.VolumeMount{Name: tlsVolume, MountPath: "/etc/collapser/tls", ReadOnly: true}
-			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
-				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
-			}
+			assertEnv(t, c, map[string]string{envTLSCert: "/etc/collapser/tls/tls.crt", envTLSKey: "/etc/collapser/tls/tls.key", envTLSClientCA: "<unset>"})
+			assertMount(t, c, tlsVolume, "/etc/collapser/tls")
 			// No ca.crt asked: a Secret without one mounts.
 			assertSecretVolume(t, pod, tlsVolume, "app-tls", "tls.crt", "tls.key")
 			assertHTTPProbes(t, c, 2112)
@@ -241,11 +230,7 @@ func TestInject_Annotations(t *testing.T) {
 			}
 		}},
 		{"backend-tls", with(AnnotationBackendTLS, "true"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
-			for name, want := range map[string]string{envBackendTLS: "true", envBackendTLSServerName: "<unset>", envBackendTLSCA: "<unset>"} {
-				if got := env(c, name); got != want {
-					t.Errorf("%s = %q, want %q", name, got, want)
-				}
-			}
+			assertEnv(t, c, map[string]string{envBackendTLS: "true", envBackendTLSServerName: "<unset>", envBackendTLSCA: "<unset>"})
 			if len(c.VolumeMounts) != 0 || len(pod.Spec.Volumes) != 0 {
 				t.Errorf("backend TLS with the system's roots mounted %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
 			}
@@ -255,15 +240,8 @@ func TestInject_Annotations(t *testing.T) {
 			}
 		}},
 		{"backend-tls, server name and CA", with(AnnotationBackendTLS, "true", AnnotationBackendTLSServerName, "app.team.svc", AnnotationBackendTLSCASecret, "app-ca"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
-			for name, want := range map[string]string{envBackendTLS: "true", envBackendTLSServerName: "app.team.svc", envBackendTLSCA: "/etc/collapser/backend-tls/ca.crt"} {
-				if got := env(c, name); got != want {
-					t.Errorf("%s = %q, want %q", name, got, want)
-				}
-			}
-			wantMount := corev1.VolumeMount{Name: backendTLSVolume, MountPath: "/etc/collapser/backend-tls", ReadOnly: true}
-			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
-				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
-			}
+			assertEnv(t, c, map[string]string{envBackendTLS: "true", envBackendTLSServerName: "app.team.svc", envBackendTLSCA: "/etc/collapser/backend-tls/ca.crt"})
+			assertMount(t, c, backendTLSVolume, "/etc/collapser/backend-tls")
 			assertSecretVolume(t, pod, backendTLSVolume, "app-ca", "ca.crt")
 		}},
 		{"backend-tls-ca-secret without backend-tls", with(AnnotationBackendTLS, "false", AnnotationBackendTLSCASecret, "app-ca"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
@@ -313,6 +291,25 @@ func TestInject_Annotations(t *testing.T) {
 			c, _ := sidecar(t, got)
 			tt.check(t, got, c)
 		})
+	}
+}
+
+// assertEnv checks c's variables: each name's value, or "<unset>".
+func assertEnv(t *testing.T, c corev1.Container, want map[string]string) {
+	t.Helper()
+	for name, v := range want {
+		if got := env(c, name); got != v {
+			t.Errorf("%s = %q, want %q", name, got, v)
+		}
+	}
+}
+
+// assertMount checks that c mounts only the volume name, read-only, at dir.
+func assertMount(t *testing.T, c corev1.Container, name, dir string) {
+	t.Helper()
+	want := corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true}
+	if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{want}) {
+		t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, want)
 	}
 }
 
