@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,5 +208,65 @@ func TestMutual_ACallMayCarryTheCallersAuthority(t *testing.T) {
 	defer cc.Close()
 	if _, err := healthpb.NewHealthClient(cc).Check(testkit.Context(t), &healthpb.HealthCheckRequest{}, grpc.CallAuthority("hello.example")); err != nil {
 		t.Errorf("a call with the authority hello.example: %v", err)
+	}
+}
+
+func TestMutual_RenewalsUnderLoadLoseNoCall(t *testing.T) {
+	// Both sides' certificates are renewed in place again and again while
+	// calls go on, each over a connection of its own (a new handshake):
+	// none fails, and the renewed certificates are the ones served.
+	ca, dir := testkit.NewCA(t, "release CA"), t.TempDir()
+	serverDir, clientDir := filepath.Join(dir, "server"), filepath.Join(dir, "client")
+	addr := serve(t, mutual(t, watch(t, ca.Issue(t, serverDir, release))))
+	client := mutual(t, watch(t, ca.Issue(t, clientDir, release)))
+	stop := make(chan struct{})
+	served := make(chan string, 1000)
+	var failures atomic.Int64
+	var firstFailure atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			state, err := check(t, addr, client)
+			if err != nil {
+				failures.Add(1)
+				firstFailure.CompareAndSwap(nil, err.Error())
+				continue
+			}
+			select {
+			case served <- state.PeerCertificates[0].SerialNumber.String():
+			default:
+			}
+		}
+	}()
+	seen := map[string]bool{}
+	for range 5 {
+		latest := ca.Issue(t, serverDir, release)
+		ca.Issue(t, clientDir, release)
+		pair, err := tls.LoadX509KeyPair(latest.Cert, latest.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pair.Leaf.SerialNumber.String()
+		testkit.WaitFor(t, "the renewed certificate served", func() bool {
+			for {
+				select {
+				case s := <-served:
+					seen[s] = true
+				default:
+					return seen[want]
+				}
+			}
+		})
+	}
+	close(stop)
+	testkit.Recv(t, "the load's end", done)
+	if n := failures.Load(); n != 0 {
+		t.Errorf("%d calls failed during the renewals, the first: %v", n, firstFailure.Load())
 	}
 }
