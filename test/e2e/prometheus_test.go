@@ -59,14 +59,14 @@ func checkPrometheus(t *testing.T, kubectl *k8s.KubectlOptions, prom panelquery.
 		"sidecar's backend calls":     fmt.Sprintf(`sum(collapser_backend_calls_total{method=%q})`, sayHello),
 		"backend's own request count": fmt.Sprintf(`sum(hello_requests_total{method=%q})`, sayHello),
 		// The Go runtime as the chart's defaults set it up: collapser.gogc
-		// and 90% of collapser.resources.limits.memory (256Mi), which only
+		// and 90% of collapser.resources.limits.memory (512Mi), which only
 		// the downward API tells the sidecar.
 		"sidecar's GOGC":            `go_gc_gogc_percent{job="collapser"}`,
 		"sidecar's Go memory limit": `go_gc_gomemlimit_bytes{job="collapser"}`,
 	}
 	want := map[string]float64{
 		"targets up": 2, "sidecar's backend calls": float64(truth), "backend's own request count": float64(truth),
-		"sidecar's GOGC": 200, "sidecar's Go memory limit": (256 << 20) / 100 * 90,
+		"sidecar's GOGC": 200, "sidecar's Go memory limit": (512 << 20) / 100 * 90,
 	}
 	// A few 5s scrapes, and Prometheus starting.
 	agreed := retry.DoWithRetry(t, "Prometheus agrees with the backend", 24, 5*time.Second, func() (string, error) {

@@ -102,7 +102,7 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 func TestGoMemoryLimit_IsNinetyPercentOfTheContainersLimit(t *testing.T) {
 	for _, tt := range []struct{ limit, want int64 }{
 		{0, 0},
-		{256 << 20, 241591860}, // the chart's default limit, 256 MiB
+		{256 << 20, 241591860}, // 256 MiB
 		{1000, 900},
 	} {
 		c := Default()
@@ -113,7 +113,7 @@ func TestGoMemoryLimit_IsNinetyPercentOfTheContainersLimit(t *testing.T) {
 	}
 	c, err := Parse(nil, testkit.Env(map[string]string{"COLLAPSER_MEMORY_LIMIT": "268435456"}), io.Discard)
 	if err != nil || c.MemoryLimit != 256<<20 {
-		t.Errorf("Parse(COLLAPSER_MEMORY_LIMIT=268435456) = %d, %v; want the chart's default limit accepted", c.MemoryLimit, err)
+		t.Errorf("Parse(COLLAPSER_MEMORY_LIMIT=268435456) = %d, %v; want 256 MiB accepted", c.MemoryLimit, err)
 	}
 }
 
