@@ -64,8 +64,9 @@ func (u heldUsage) String() string {
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // run makes l's calls through a new sidecar, 16 at a time, and returns what
-// they left held. The sidecar and its connections are warmed up by one call
-// of the method before the heap is first measured.
+// they left held. The sidecar runs on a fake clock, which moves only past
+// the TTL between two rounds. The sidecar and its connections are warmed up
+// by one call of the method before the heap is first measured.
 func (l heldLoad) run(t testing.TB) heldUsage {
 	t.Helper()
 	var backend string
@@ -74,7 +75,8 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 	} else {
 		backend = hellotest.Serve(t, hello.Options{ReplyBytes: l.replyBytes})
 	}
-	sc := startSidecar(t, backend, l.configure)
+	clock := fakeClock()
+	sc := startSidecar(t, backend, l.configure, runOn(clock))
 	if l.method == streamHellos {
 		waitStreamLearned(t, sc)
 	} else {
@@ -96,9 +98,8 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 
 	for round := range max(l.rounds, 1) {
 		if round > 0 {
-			// Past the TTL of every result of the round before: a sleep
-			// that only ever makes sure of a lower bound.
-			time.Sleep(sc.cfg.CacheTTL)
+			// Past the TTL of every result of the round before.
+			advance(t, sc, clock, sc.cfg.CacheTTL)
 		}
 		l.round(call)
 	}

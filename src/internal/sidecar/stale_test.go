@@ -13,9 +13,27 @@ import (
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-// The stale tests wait for TTLs to pass in real time: what they check is
-// how the sidecar answers once they have. A sleep there is a lower bound
-// (the result is at least that old), which a slow machine only lengthens.
+// The stale tests run their sidecars on a fake clock, the one the answers'
+// windows are read on (seams.now), and move it past a TTL or a window: what
+// they check is how the sidecar answers once it has passed.
+
+// fakeClock returns a clock for a sidecar to run on (runOn), standing still
+// until a test moves it (advance).
+func fakeClock() *testkit.Clock { return testkit.NewClock(time.Unix(1e9, 0)) }
+
+// runOn starts a sidecar on clock.
+func runOn(clock *testkit.Clock) sidecarOption { return withSeams(seams{now: clock.Now}) }
+
+// advance moves clock, the one sc runs on, d on once no call is in flight
+// on sc: an answer's life is counted from when its call ends
+// (coherenceRun.advance waits the same way).
+func advance(t testing.TB, sc *runningSidecar, clock *testkit.Clock, d time.Duration) {
+	t.Helper()
+	testkit.WaitFor(t, "no call in flight", func() bool {
+		return sc.proxy.Stats().InFlight == 0 && sc.proxy.StreamStats().Live == 0
+	})
+	clock.Advance(d)
+}
 
 func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneRefresh(t *testing.T) {
 	const ttl, callers = 100 * time.Millisecond, 1000
@@ -23,12 +41,13 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	// its answer: none of them can have waited for it.
 	gate := make(chan struct{})
 	backend := &testkit.Greeter{SayHello: gatedFrom(gate, 2)}
+	clock := fakeClock()
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CacheTTL = ttl
 		c.StaleWhileRevalidate = time.Minute
 		c.BackendTimeout = time.Hour // the gate ends the refresh, however long the callers take
 		c.CollapseMethods = []string{sayHello}
-	})
+	}, runOn(clock))
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
 		clients[i] = hellov1.NewGreeterClient(dial(t, sc.addr))
@@ -38,7 +57,7 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(ttl + 10*time.Millisecond) // TTL + ε: the result is stale
+	advance(t, sc, clock, ttl+10*time.Millisecond) // TTL + ε: the result is stale
 
 	var wg sync.WaitGroup
 	for i := range callers {
@@ -67,10 +86,10 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	}
 }
 
-// answeredThenDown serves a sidecar with ttl and a stale-if-error window in
-// front of a backend that answers one call and is then killed, and returns
-// the sidecar, a client of it and the backend's one answer.
-func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar, hellov1.GreeterClient, *hellov1.HelloReply) {
+// answeredThenDown serves a sidecar on clock with ttl and a stale-if-error
+// window in front of a backend that answers one call and is then killed,
+// and returns the sidecar, a client of it and the backend's one answer.
+func answeredThenDown(t *testing.T, clock *testkit.Clock, ttl, window time.Duration) (*runningSidecar, hellov1.GreeterClient, *hellov1.HelloReply) {
 	t.Helper()
 	backend := &testkit.Greeter{SayHello: greet}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
@@ -78,7 +97,7 @@ func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar,
 		c.StaleIfError = window
 		c.BackendTimeout = 500 * time.Millisecond
 		c.CollapseMethods = []string{sayHello}
-	})
+	}, runOn(clock))
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	good, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"})
 	if err != nil {
@@ -89,10 +108,11 @@ func answeredThenDown(t *testing.T, ttl, window time.Duration) (*runningSidecar,
 }
 
 func TestStale_IfErrorServesTheLastGoodAnswerWhileTheBackendIsDown(t *testing.T) {
-	// A window no run outlasts: every call below is inside it.
+	// A window the clock never leaves: every call below is inside it.
 	const ttl = 50 * time.Millisecond
-	sc, client, good := answeredThenDown(t, ttl, time.Hour)
-	time.Sleep(ttl) // past the TTL: only the window serves the answer now
+	clock := fakeClock()
+	sc, client, good := answeredThenDown(t, clock, ttl, time.Hour)
+	advance(t, sc, clock, ttl) // past the TTL: only the window serves the answer now
 	for i := range 5 {
 		reply, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"})
 		if err != nil || reply.GetCall() != good.GetCall() {
@@ -106,8 +126,9 @@ func TestStale_IfErrorServesTheLastGoodAnswerWhileTheBackendIsDown(t *testing.T)
 
 func TestStale_IfErrorWindowPassedTheBackendErrorReachesTheCaller(t *testing.T) {
 	const ttl, window = 50 * time.Millisecond, 200 * time.Millisecond
-	sc, client, _ := answeredThenDown(t, ttl, window)
-	time.Sleep(ttl + window) // past the window
+	clock := fakeClock()
+	sc, client, _ := answeredThenDown(t, clock, ttl, window)
+	advance(t, sc, clock, ttl+window) // past the window
 	if _, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"}); status.Code(err) != codes.Unavailable {
 		t.Errorf("after the window: %v, want UNAVAILABLE", err)
 	}

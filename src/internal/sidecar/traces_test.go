@@ -180,17 +180,18 @@ func TestTraces_AStaleServeLinksToTheOldCallAndTheRefreshHasItsOwnBackendSpan(t 
 	const ttl = 50 * time.Millisecond
 	r := traced(t)
 	backend := &testkit.Greeter{SayHello: greet}
+	clock := fakeClock()
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
 		c.CollapseMethods = []string{sayHello}
 		c.CacheTTL = ttl
 		c.StaleWhileRevalidate = time.Hour
-	})
+	}, runOn(clock))
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
 	if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "stale"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(ttl + 10*time.Millisecond) // a lower bound: the answer is stale (see stale_test.go)
+	advance(t, sc, clock, ttl+10*time.Millisecond) // past the TTL: the answer is stale
 	if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "stale"}); err != nil {
 		t.Fatal(err)
 	}
