@@ -120,7 +120,7 @@ func TestGroup_GoexitReachesEveryWaiter(t *testing.T) {
 	if r := testkit.Recv(t, "the follower's result", follower); !errors.Is(r.err, ErrGoexit) {
 		t.Errorf("follower err = %v, want ErrGoexit", r.err)
 	}
-	<-leaderDone
+	testkit.Recv(t, "the leader's goroutine to end", leaderDone)
 	if g.Stats().InFlight != 0 {
 		t.Errorf("call still in flight after Goexit")
 	}
@@ -213,10 +213,18 @@ func TestGroup_FinishKeepsAnAbandonedCallForTheCache(t *testing.T) {
 	opts := &CallOptions{TTL: time.Hour, Finish: true}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	contexts := make(chan context.Context, 1)
+	call.check = func(c *Call) { contexts <- c.Context() }
 	leader := doAsync(g, ctx, "k", opts, call.fn)
 	testkit.Recv(t, "the call to start", call.started)
+	callCtx := testkit.Recv(t, "the call's context", contexts)
 	cancel()
-	time.Sleep(10 * time.Millisecond) // the call would be cancelled by now
+	// The leader, the call's last waiter, has left: without Finish, the
+	// call's context would be cancelled now.
+	testkit.WaitFor(t, "the leader to leave", func() bool { return waiting(g, "k") == 0 })
+	if err := callCtx.Err(); err != nil {
+		t.Errorf("the call's context ended (%v) when its last waiter left although Finish is set", err)
+	}
 	close(call.release)
 	if r := testkit.Recv(t, "the leader's result", leader); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("leader got %+v, want canceled", r)
