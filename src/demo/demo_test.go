@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	channelzpb "google.golang.org/grpc/channelz/grpc_channelz_v1"
+	channelzservice "google.golang.org/grpc/channelz/service"
+
 	"github.com/collapser/collapser/src/internal/hello"
 	"github.com/collapser/collapser/src/internal/hello/hellotest"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -100,20 +104,52 @@ func TestRun_WaitsForATargetNotListeningYet(t *testing.T) {
 		r, err := Run(testkit.Context(t), Config{Target: addr, Backend: addr, Requests: 3, ConnectTimeout: 20 * time.Second})
 		done <- outcome{r, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // the first attempts are refused
+	testkit.WaitFor(t, "the first attempts to connect refused", func() bool { return refused(t, addr) })
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen on %s: %v", addr, err)
 	}
 	hellotest.ServeOn(t, lis, hello.Options{})
-	got := <-done
+	got := testkit.Recv(t, "Run to return", done)
 	if got.err != nil {
-		t.Fatalf("Run against a target listening after 300ms: %v", got.err)
+		t.Fatalf("Run against a target listening after its first attempts were refused: %v", got.err)
 	}
 	if got.r.Errors != 0 || got.r.BackendCalls != 3 {
 		t.Errorf("errors=%d backend_calls=%d, want 0, 3", got.r.Errors, got.r.BackendCalls)
 	}
 }
+
+// refused reports whether the client channel to addr has been refused: it
+// is in TRANSIENT_FAILURE, as channelz reports it.
+func refused(t *testing.T, addr string) bool {
+	t.Helper()
+	resp, err := channelz.GetTopChannels(t.Context(), &channelzpb.GetTopChannelsRequest{})
+	if err != nil {
+		t.Fatalf("channelz GetTopChannels: %v", err)
+	}
+	for _, ch := range resp.GetChannel() {
+		data := ch.GetData()
+		if strings.HasSuffix(data.GetTarget(), addr) && data.GetState().GetState() == channelzpb.ChannelConnectivityState_TRANSIENT_FAILURE {
+			return true
+		}
+	}
+	return false
+}
+
+// channelz is grpc-go's channelz service, called in process: importing it
+// turns channelz on, so that this test binary's client channels report
+// their state.
+var channelz = func() channelzpb.ChannelzServer {
+	var r serviceOf
+	channelzservice.RegisterChannelzServiceToServer(&r)
+	return r.impl.(channelzpb.ChannelzServer)
+}()
+
+// serviceOf is a grpc.ServiceRegistrar that keeps the service registered
+// on it.
+type serviceOf struct{ impl any }
+
+func (r *serviceOf) RegisterService(_ *grpc.ServiceDesc, impl any) { r.impl = impl }
 
 func TestRun_ProgressEndsWithFinalCounts(t *testing.T) {
 	b := startBackend(t, 0)
