@@ -31,7 +31,11 @@ func TestProcessStop_ReportsAProcessThatExitedByItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
+	select {
+	case <-p.done:
+	case <-time.After(defaultTestTimeout):
+		t.Fatalf("timed out after %v waiting for the process to exit", defaultTestTimeout)
+	}
 	if err := p.stop(); err == nil {
 		t.Error("stop of a process that had failed reported no error")
 	}

@@ -136,7 +136,7 @@ func TestRun_BusyPortIsAnError(t *testing.T) {
 		t.Errorf("run on a busy port: err = %v, want a listen error naming it", err)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testkit.Recv(t, "the first run to return after its context was cancelled", done); err != nil {
 		t.Errorf("first run: %v", err)
 	}
 }

@@ -71,7 +71,7 @@ methods:
 				done <- err
 			}()
 			if tt.want != nil {
-				got := <-entered
+				got := testkit.Recv(t, "the write's purge", entered)
 				if !slices.Equal(got.methods, tt.want.methods) || !slices.Equal(got.tags, tt.want.tags) {
 					t.Errorf("Invalidate(%v, %v), want (%v, %v)", got.methods, got.tags, tt.want.methods, tt.want.tags)
 				}
@@ -80,7 +80,7 @@ methods:
 				}
 			}
 			close(release)
-			if err := <-done; status.Code(err) != tt.code {
+			if err := testkit.Recv(t, "the write's answer", done); status.Code(err) != tt.code {
 				t.Fatalf("SayHello: %v, want %v", err, tt.code)
 			}
 			if tt.want == nil && len(entered) != 0 {

@@ -53,7 +53,7 @@ func TestStreams_PurgeDropsAKeptRecordAndItsBytes(t *testing.T) {
 	if st := s.Stats(); st != before {
 		t.Errorf("stats after the purge %+v, want those before the record was kept %+v", st, before)
 	}
-	if r := <-goRead(t, replaying); r.err != nil || !slices.Equal(r.msgs, want(10)) {
+	if r := testkit.Recv(t, "the replaying caller's end", goRead(t, replaying)); r.err != nil || !slices.Equal(r.msgs, want(10)) {
 		t.Errorf("the caller replaying the purged record: %d messages, %v; want all 10", len(r.msgs), r.err)
 	}
 	src := newSource(nil)
@@ -100,7 +100,7 @@ func TestStreams_PurgeDetachesALiveRecord(t *testing.T) {
 	testkit.Recv(t, "the new record's open", fresh.started)
 	send(t, fresh, 0, 3)
 	close(fresh.up.msgs)
-	if r := <-freshResult; r.err != nil || !slices.Equal(r.msgs, want(3)) {
+	if r := testkit.Recv(t, "the new record's reader's end", freshResult); r.err != nil || !slices.Equal(r.msgs, want(3)) {
 		t.Errorf("the new record's reader: %d messages, %v; want 3", len(r.msgs), r.err)
 	}
 	waitStats(t, s, func(st Stats) bool { return st.Held == 1 })
@@ -109,7 +109,7 @@ func TestStreams_PurgeDetachesALiveRecord(t *testing.T) {
 	// the new record stays the key's.
 	send(t, old, 5, 10)
 	close(old.up.msgs)
-	if r := <-result; r.err != nil || !slices.Equal(r.msgs, want(10)) {
+	if r := testkit.Recv(t, "the detached record's reader's end", result); r.err != nil || !slices.Equal(r.msgs, want(10)) {
 		t.Errorf("the detached record's reader: %d messages, %v; want all 10", len(r.msgs), r.err)
 	}
 	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
@@ -120,7 +120,7 @@ func TestStreams_PurgeDetachesALiveRecord(t *testing.T) {
 	if o != Replay {
 		t.Fatalf("a caller after both ended: %v, want replayed", o)
 	}
-	if r := <-goRead(t, replayed); r.err != nil || !slices.Equal(r.msgs, want(3)) {
+	if r := testkit.Recv(t, "the replay's end", goRead(t, replayed)); r.err != nil || !slices.Equal(r.msgs, want(3)) {
 		t.Errorf("replayed %d messages, %v; want the new record's 3", len(r.msgs), r.err)
 	}
 	if n := s.Purge(ofKey("k")); n != 1 {
@@ -158,7 +158,7 @@ func TestStreams_PurgeMatchesByHeaderOnceItIsKnown(t *testing.T) {
 		rd, _ := s.Join(key, time.Hour, src.open)
 		done := goRead(t, rd)
 		close(src.up.msgs)
-		<-done
+		testkit.Recv(t, "the reader's end", done)
 	}
 	waitStats(t, s, func(st Stats) bool { return st.Held == 2 })
 	if n := s.Purge(tagged); n != 1 {
@@ -205,7 +205,7 @@ func TestStreams_AnAgedUpstreamKeepsItsRecordNoLongerThanItSays(t *testing.T) {
 			rd, _ := s.Join("k", time.Minute, open)
 			done := goRead(t, rd)
 			close(src.up.msgs)
-			<-done
+			testkit.Recv(t, "the reader's end", done)
 			if tt.want == 0 {
 				waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
 				if st := s.Stats(); st.Held != 0 {

@@ -154,7 +154,7 @@ func TestStreams_CallersShareOneUpstreamAndLateJoinersGetEveryMessage(t *testing
 		}
 		early[i] = goRead(t, rd)
 	}
-	<-src.started
+	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 50)
 	late, o := s.Join("k", 0, src.open) // joins at message 50
 	if o != Join {
@@ -164,7 +164,7 @@ func TestStreams_CallersShareOneUpstreamAndLateJoinersGetEveryMessage(t *testing
 	send(t, src, 50, 100)
 	close(src.up.msgs)
 	for i, ch := range append(early, lateResult) {
-		r := <-ch
+		r := testkit.Recv(t, "a reader's end", ch)
 		if r.err != nil || !slices.Equal(r.msgs, want(100)) || r.trailer.Get("t")[0] != "1" {
 			t.Errorf("reader %d: %d messages, err %v, trailer %v; want all 100 in order, OK", i, len(r.msgs), r.err, r.trailer)
 		}
@@ -183,11 +183,11 @@ func TestStreams_ErrorMidStreamReachesEveryReaderAfterItsMessages(t *testing.T) 
 		rd, _ := s.Join("k", time.Hour, src.open)
 		results = append(results, goRead(t, rd))
 	}
-	<-src.started
+	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 30)
 	close(src.up.msgs)
 	for _, ch := range results {
-		if r := <-ch; !errors.Is(r.err, boom) || !slices.Equal(r.msgs, want(30)) {
+		if r := testkit.Recv(t, "a reader's end", ch); !errors.Is(r.err, boom) || !slices.Equal(r.msgs, want(30)) {
 			t.Errorf("%d messages, err %v; want 30 then the error", len(r.msgs), r.err)
 		}
 	}
@@ -211,17 +211,17 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 	src := newSource(nil)
 	rd, _ := s.Join("k", time.Minute, src.open)
 	first := goRead(t, rd)
-	<-src.started
+	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 10)
 	close(src.up.msgs)
-	<-first
+	testkit.Recv(t, "the first reader's end", first)
 	waitStats(t, s, func(st Stats) bool { return st.Held == 1 })
 
 	rd, o := s.Join("k", time.Minute, newSource(nil).open)
 	if o != Replay {
 		t.Fatalf("within the TTL: %v, want replayed", o)
 	}
-	if r := <-goRead(t, rd); r.err != nil || !slices.Equal(r.msgs, want(10)) {
+	if r := testkit.Recv(t, "the replay's end", goRead(t, rd)); r.err != nil || !slices.Equal(r.msgs, want(10)) {
 		t.Errorf("replay: %d messages, err %v", len(r.msgs), r.err)
 	}
 	now = now.Add(time.Minute)
@@ -239,13 +239,13 @@ func TestStreams_OutgrownRecordTakesNoNewReaderAndIsNotKept(t *testing.T) {
 	defer holder.Close()
 	rd, _ := s.Join("k", time.Hour, src.open)
 	reader := goRead(t, rd)
-	<-src.started
+	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 20)
 	if _, o := s.Join("k", time.Hour, src.open); o != Own {
 		t.Errorf("joining a record past its bounds: %v, want own", o)
 	}
 	close(src.up.msgs)
-	if r := <-reader; r.err != nil && !errors.Is(r.err, ErrBehind) {
+	if r := testkit.Recv(t, "the reader's end", reader); r.err != nil && !errors.Is(r.err, ErrBehind) {
 		t.Errorf("reader: %v", r.err)
 	}
 	waitStats(t, s, func(st Stats) bool { return st.Live == 0 })
@@ -262,14 +262,14 @@ func TestStreams_AReaderThatStopsDoesNotDelayTheOthersAndFallsBehind(t *testing.
 	if _, err := stalled.Header(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	<-src.started
+	testkit.Recv(t, "the open", src.started)
 	reader, _ := s.Join("k", 0, src.open)
 	result := goRead(t, reader)
 	// The pump takes every message without the stalled reader reading one:
 	// send would time out if the pump waited for it.
 	send(t, src, 0, 50)
 	close(src.up.msgs)
-	if r := <-result; r.err != nil && !errors.Is(r.err, ErrBehind) {
+	if r := testkit.Recv(t, "the reading reader's end", result); r.err != nil && !errors.Is(r.err, ErrBehind) {
 		t.Errorf("the reading reader: %v", r.err)
 	}
 	if _, err := stalled.Next(testkit.Context(t)); !errors.Is(err, ErrBehind) {
@@ -285,7 +285,7 @@ func TestStreams_LastReaderLeavingCancelsTheUpstream(t *testing.T) {
 		rd, _ := s.Join("k", time.Hour, src.open)
 		readers = append(readers, rd)
 	}
-	<-src.started
+	testkit.Recv(t, "the open", src.started)
 	for _, rd := range readers[:2] {
 		rd.Close()
 	}
@@ -321,7 +321,7 @@ func TestStreams_PrivateHeaderGoesOnlyToTheLeader(t *testing.T) {
 	r := goRead(t, lead)
 	send(t, src, 0, 3)
 	close(src.up.msgs)
-	if got := <-r; got.err != nil || len(got.msgs) != 3 {
+	if got := testkit.Recv(t, "the leader's end", r); got.err != nil || len(got.msgs) != 3 {
 		t.Errorf("leader: %+v", got)
 	}
 }
@@ -415,11 +415,11 @@ func TestReader_SourceIsWhatTheUpstreamSaidOfItself(t *testing.T) {
 				t.Fatalf("second caller: %v, want joined", o)
 			}
 			results := []<-chan readResult{goRead(t, lead), goRead(t, follower)}
-			<-src.started
+			testkit.Recv(t, "the open", src.started)
 			send(t, src, 0, 3)
 			close(src.up.msgs)
 			for _, ch := range results {
-				<-ch
+				testkit.Recv(t, "a reader's end", ch)
 			}
 			replayed, o := s.Join("k", time.Hour, open)
 			if o != Replay {
