@@ -5,20 +5,16 @@
 package pkitest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/collapser/collapser/src/internal/pki"
 )
 
 // validity is how long what this package issues is valid, from an hour ago.
@@ -27,9 +23,8 @@ const validity = 24 * time.Hour
 // CA is a certificate authority: it signs the certificates of one identity
 // or of several.
 type CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
+	pair pki.KeyPair
+	pem  []byte // of pair.Cert
 }
 
 // Files are the paths of a certificate, its key and the CA that signed it,
@@ -38,27 +33,11 @@ type Files struct{ Cert, Key, CA string }
 
 // NewCA makes a CA named name.
 func NewCA(name string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA(name, window())
 	if err != nil {
-		return nil, fmt.Errorf("pkitest: CA key: %w", err)
+		return nil, fmt.Errorf("pkitest: %w", err)
 	}
-	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := sign(tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("pkitest: parse CA: %w", err)
-	}
-	return &CA{cert: cert, key: key, pem: pemBlock("CERTIFICATE", der)}, nil
+	return &CA{pair: ca, pem: pki.CertPEM(ca.Cert)}, nil
 }
 
 // PEM returns the CA's certificate in PEM.
@@ -70,35 +49,29 @@ func (ca *CA) PEM() []byte { return ca.pem }
 // and the CA's certificate, as tls.crt, tls.key and ca.crt. Issuing into
 // the same dir again replaces them, as a renewal does.
 func (ca *CA) Issue(dir, identity string) (Files, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Files{}, fmt.Errorf("pkitest: key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: identity},
-		NotBefore:   time.Now().Add(-time.Hour),
-		NotAfter:    time.Now().Add(validity),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	leaf := pki.Leaf{
+		Name:     identity,
+		DNSNames: []string{"localhost"},
+		IPs:      []net.IP{net.IPv4(127, 0, 0, 1)},
+		Usages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		Valid:    window(),
 	}
 	if strings.Contains(identity, "://") {
 		u, err := url.Parse(identity)
 		if err != nil {
 			return Files{}, fmt.Errorf("pkitest: identity %q: %w", identity, err)
 		}
-		tmpl.URIs = []*url.URL{u}
+		leaf.URIs = []*url.URL{u}
 	} else {
-		tmpl.DNSNames = []string{identity, "localhost"}
+		leaf.DNSNames = []string{identity, "localhost"}
 	}
-	der, err := sign(tmpl, ca.cert, &key.PublicKey, ca.key)
+	pair, err := pki.Issue(ca.pair, leaf)
 	if err != nil {
-		return Files{}, err
+		return Files{}, fmt.Errorf("pkitest: %w", err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	cert, key, err := pair.PEM()
 	if err != nil {
-		return Files{}, fmt.Errorf("pkitest: key: %w", err)
+		return Files{}, fmt.Errorf("pkitest: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Files{}, fmt.Errorf("pkitest: %w", err)
@@ -107,7 +80,7 @@ func (ca *CA) Issue(dir, identity string) (Files, error) {
 	for _, w := range []struct {
 		path string
 		data []byte
-	}{{f.Cert, pemBlock("CERTIFICATE", der)}, {f.Key, pemBlock("PRIVATE KEY", keyDER)}, {f.CA, ca.pem}} {
+	}{{f.Cert, cert}, {f.Key, key}, {f.CA, ca.pem}} {
 		if err := os.WriteFile(w.path, w.data, 0o600); err != nil {
 			return Files{}, fmt.Errorf("pkitest: %w", err)
 		}
@@ -115,21 +88,9 @@ func (ca *CA) Issue(dir, identity string) (Files, error) {
 	return f, nil
 }
 
-// sign returns the DER of tmpl signed by parent's key, with a random serial.
-func sign(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, key *ecdsa.PrivateKey) ([]byte, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
-	if err != nil {
-		return nil, fmt.Errorf("pkitest: serial: %w", err)
-	}
-	tmpl.SerialNumber = serial
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
-	if err != nil {
-		return nil, fmt.Errorf("pkitest: sign %q: %w", tmpl.Subject.CommonName, err)
-	}
-	return der, nil
-}
-
-// pemBlock encodes der as a PEM block of typ.
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+// window is when what this package issues now is valid: from an hour ago
+// until validity from now.
+func window() pki.Window {
+	now := time.Now()
+	return pki.Window{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity)}
 }

@@ -43,3 +43,13 @@ func TestIssue_TheIdentityIsTheFirstSANOfItsKind(t *testing.T) {
 		}
 	}
 }
+
+func TestIssue_AnIdentityWithASchemeThatDoesNotParseIsAnError(t *testing.T) {
+	ca, err := NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Issue(t.TempDir(), "spiffe://cluster.local/%zz"); err == nil {
+		t.Error("Issue = nil error, want the identity's parse error")
+	}
+}

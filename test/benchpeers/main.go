@@ -25,6 +25,7 @@ import (
 	"syscall"
 )
 
+// main repeats src/internal/command.Main, which this module cannot import.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

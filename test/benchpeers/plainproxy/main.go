@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// main repeats src/internal/command.Main, which this module cannot import.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collapser/collapser/src/internal/pki"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -86,7 +87,7 @@ func serial(f *Files) string {
 
 func serialOf(t *testing.T, iss issued) string {
 	t.Helper()
-	return parseCerts(iss.cert)[0].SerialNumber.String()
+	return pki.ParseCerts(iss.cert)[0].SerialNumber.String()
 }
 
 func TestNewFiles_NeedsTheDirectoryAndTheNames(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/collapser/collapser/src/internal/pki"
 )
 
 // The keys of the Secret.
@@ -134,9 +136,9 @@ func (r *Rotator) renew(ctx context.Context, secret *corev1.Secret, now time.Tim
 		return err
 	}
 	bundle := iss.caCert
-	for _, ca := range parseCerts(secret.Data[KeyCA]) {
+	for _, ca := range pki.ParseCerts(secret.Data[KeyCA]) {
 		if now.Before(ca.NotAfter) {
-			bundle = append(bundle, certPEM(ca.Raw)...)
+			bundle = append(bundle, pki.CertPEM(ca)...)
 		}
 	}
 	secret.Data = map[string][]byte{KeyCA: bundle, KeyCAKey: iss.caKey, KeyCert: iss.cert, KeyKey: iss.key}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/collapser/collapser/src/internal/pki"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -160,7 +161,7 @@ func TestSync_RenewsAtTwoThirds(t *testing.T) {
 	if second.Equal(first) {
 		t.Fatal("not renewed at two thirds of the validity")
 	}
-	if n := len(parseCerts(secret.Data[KeyCA])); n != 2 {
+	if n := len(pki.ParseCerts(secret.Data[KeyCA])); n != 2 {
 		t.Errorf("%s holds %d CAs, want the new one and the previous", KeyCA, n)
 	}
 	if !trusted(second, bundles[0], clk.now) || !trusted(first, bundles[0], clk.now) {
@@ -171,7 +172,7 @@ func TestSync_RenewsAtTwoThirds(t *testing.T) {
 	clk.now = t0.Add(testValidity * 4 / 3)
 	mustSync(t, r)
 	secret, bundles = state(t, c)
-	if n := len(parseCerts(secret.Data[KeyCA])); n != 2 || trusted(first, bundles[0], t0) {
+	if n := len(pki.ParseCerts(secret.Data[KeyCA])); n != 2 || trusted(first, bundles[0], t0) {
 		t.Errorf("%s holds %d CAs, trusts the first certificate: %v; want 2 without the first", KeyCA, n, trusted(first, bundles[0], t0))
 	}
 }
