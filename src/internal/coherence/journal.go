@@ -57,8 +57,15 @@ type Journal struct {
 // lessee is what a journal knows of one replica that synced with it.
 type lessee struct {
 	granted time.Time // when it last asked: its lease lasts until granted+lease
-	applied uint64    // the last entry it applied
+	applied uint64    // it applied every entry up to this one (its Syncs say so)
+	// pushed are the entries after applied it took when they were pushed:
+	// pushes run at once and end in any order, so an entry it took says
+	// nothing of those before it. Only entries the journal holds are kept.
+	pushed map[uint64]bool
 }
+
+// took reports whether the replica applied entry seq.
+func (l *lessee) took(seq uint64) bool { return seq <= l.applied || l.pushed[seq] }
 
 // JournalOptions configures a Journal. The zero value takes the defaults.
 type JournalOptions struct {
@@ -101,13 +108,34 @@ func (j *Journal) Append(purge *adminv1.PurgeRequest, scope peerv1.Scope) uint64
 }
 
 // Confirm records that the replica at addr applied entry seq (it took the
-// purge pushed to it).
+// purge pushed to it), and that one only.
 func (j *Journal) Confirm(addr string, seq uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if l := j.lessee(addr); l.applied < seq {
-		l.applied = seq
-		j.signal()
+	l := j.lessee(addr)
+	if l.took(seq) {
+		return
+	}
+	if l.pushed == nil {
+		l.pushed = map[uint64]bool{}
+	}
+	l.pushed[seq] = true
+	j.prune(l)
+	j.signal()
+}
+
+// prune forgets what l took of the entries up to l.applied, and of those
+// the journal no longer holds (the oldest went: MaxEntries bounds what is
+// kept). The caller holds j.mu.
+func (j *Journal) prune(l *lessee) {
+	first := j.seq + 1
+	if len(j.entries) > 0 {
+		first = j.entries[0].Seq
+	}
+	for seq := range l.pushed {
+		if seq <= l.applied || seq < first {
+			delete(l.pushed, seq)
+		}
 	}
 }
 
@@ -126,6 +154,7 @@ func (j *Journal) Sync(req *peerv1.SyncRequest) *peerv1.SyncResponse {
 		l.granted = now
 		if since > l.applied {
 			l.applied = since
+			j.prune(l)
 			j.signal()
 		}
 	}
@@ -196,7 +225,7 @@ func (j *Journal) Await(ctx context.Context, seq uint64, others []string, member
 		pending = slices.DeleteFunc(pending, func(addr string) bool {
 			l := j.lessees[addr]
 			switch {
-			case l != nil && l.applied >= seq:
+			case l != nil && l.took(seq):
 				return true
 			case !now.Before(j.until(l, start)):
 				missed = append(missed, addr)

@@ -148,6 +148,34 @@ func TestJournal_AwaitSettlesEachReplica(t *testing.T) {
 	}
 }
 
+func TestJournal_APushedEntrySettlesNoEarlierOne(t *testing.T) {
+	// Pushes run at once and end in any order: a replica that took a later
+	// purge pushed to it may have missed an earlier one (its push failed).
+	ctx := testkit.Context(t)
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	j := NewJournal(JournalOptions{Now: clock.Now})
+	j.Sync(&peerv1.SyncRequest{Replica: "r:1"})
+	first := j.Append(purgeOf("/a.B/M"), peerv1.Scope_SCOPE_OWNED)
+	second := j.Append(purgeOf("/a.B/M"), peerv1.Scope_SCOPE_CALLERS)
+	j.Confirm("r:1", second)
+	if missed, err := j.Await(ctx, second, []string{"r:1"}, listed("r:1")); err != nil || missed != nil {
+		t.Fatalf("Await of the entry pushed = %v, %v; want settled at once", missed, err)
+	}
+	done := awaitAsync(ctx, j, first, []string{"r:1"}, listed("r:1"))
+	testkit.WaitFor(t, "Await of the earlier entry to settle", func() bool {
+		clock.Advance(Lease)
+		return len(done) > 0
+	})
+	if got := testkit.Recv(t, "Await", done); !slices.Equal(got, []string{"r:1"}) {
+		t.Errorf("earlier entry: missed %v, want r:1 (it took only the later entry; its lease ran out)", got)
+	}
+	// A Sync that says every entry up to the second was applied settles both.
+	j.Sync(&peerv1.SyncRequest{Replica: "r:1", Journal: j.ID(), Since: second})
+	if missed, err := j.Await(ctx, first, []string{"r:1"}, listed("r:1")); err != nil || missed != nil {
+		t.Errorf("Await of the earlier entry after the Sync = %v, %v; want settled at once", missed, err)
+	}
+}
+
 func TestJournal_AwaitWaitsForAReplicaHoldingALeaseThoughNotListed(t *testing.T) {
 	// A replica that is not ready is not listed, but syncs and may serve
 	// once ready: the purge waits for it as for any other.
