@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ import (
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/logrecorder"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -56,8 +58,9 @@ type store struct {
 
 // produced is when a read call started.
 type produced struct {
-	tick int64
-	at   time.Time
+	tick    int64
+	at      time.Time
+	replica int // whose backend
 }
 
 // storeBackend is one replica's backend in front of the store: GetGreeting
@@ -66,6 +69,7 @@ type produced struct {
 type storeBackend struct {
 	hellov1.UnimplementedGreeterServer
 	s       *store
+	replica int
 	failing atomic.Bool
 }
 
@@ -80,7 +84,7 @@ func (b *storeBackend) GetGreeting(ctx context.Context, req *hellov1.GetGreeting
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	s.reads[s.calls] = produced{tick: s.tick.Add(1), at: s.clock.Now()}
+	s.reads[s.calls] = produced{tick: s.tick.Add(1), at: s.clock.Now(), replica: b.replica}
 	return &hellov1.Greeting{Name: req.GetName(), Text: strconv.FormatInt(s.calls, 10), Version: s.versions[req.GetName()]}, nil
 }
 
@@ -112,7 +116,7 @@ type coherentReplica struct {
 // startCoherentReplicas starts n replicas in front of one store, peered
 // through relays, with a peer token, on the store's clock; they sync only
 // when the test says (syncAll).
-func startCoherentReplicas(t *testing.T, n int, s *store) []*coherentReplica {
+func startCoherentReplicas(t *testing.T, n int, s *store, log *logrecorder.Recorder) []*coherentReplica {
 	t.Helper()
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	file := fmt.Sprintf("methods:\n  - name: %s\n    cacheTTL: %v\n    staleWhileRevalidate: %v\n    staleIfError: %v\n  - name: %s\n    invalidates:\n      responseTags: true\n",
@@ -128,7 +132,7 @@ func startCoherentReplicas(t *testing.T, n int, s *store) []*coherentReplica {
 	for i := range rs {
 		peers[i] = testkit.Listen(t, "127.0.0.1:0")
 		relay := testkit.NewRelay(t, peers[i].Addr().String())
-		rs[i] = &coherentReplica{backend: &storeBackend{s: s}, relay: relay}
+		rs[i] = &coherentReplica{backend: &storeBackend{s: s, replica: i}, relay: relay}
 		relays[i] = relay.Addr()
 	}
 	for i, r := range rs {
@@ -147,7 +151,7 @@ func startCoherentReplicas(t *testing.T, n int, s *store) []*coherentReplica {
 			// A call forwarded to a replica cut off ends soon: the test
 			// waits for every call before it moves the clock.
 			c.BackendTimeout = 200 * time.Millisecond
-		}, peerListener(peers[i]), withSeams(seams{now: s.clock.Now, syncEvery: time.Hour}))
+		}, peerListener(peers[i]), withSeams(seams{now: s.clock.Now, syncEvery: time.Hour}), logTo(slog.New(log)))
 		r.client = hellov1.NewGreeterClient(dial(t, r.sidecar.addr, grpc.WithAuthority("hello.example")))
 		r.admin = adminv1.NewCacheClient(dial(t, r.sidecar.adminAddr))
 	}
@@ -189,6 +193,7 @@ type coherenceRun struct {
 	clock *testkit.Clock
 	store *store
 	rs    []*coherentReplica
+	log   logrecorder.Recorder // what the replicas logged
 	names []string
 
 	mu     sync.Mutex
@@ -211,7 +216,7 @@ func newCoherenceRun(t *testing.T, seed uint64) *coherenceRun {
 	r := &coherenceRun{t: t, rng: rand.New(rand.NewPCG(seed, seed)), clock: testkit.NewClock(time.Unix(1e9, 0)),
 		names: []string{"ann", "bob", "cid", "dee"}, ops: map[string]int{}, errs: map[string]int{}}
 	r.store = &store{tick: &r.tick, clock: r.clock, versions: map[string]int64{}, reads: map[int64]produced{}}
-	r.rs = startCoherentReplicas(t, 3, r.store)
+	r.rs = startCoherentReplicas(t, 3, r.store, &r.log)
 	r.cut, r.down = make([]int, len(r.rs)), make([]int, len(r.rs))
 	r.syncing = make([]atomic.Bool, len(r.rs))
 	return r
@@ -361,19 +366,13 @@ func (r *coherenceRun) purgeNow(i int, name string, kind int, soft bool) (cohere
 	return p, err
 }
 
-// advance moves the fake clock d on, once no call is in flight anywhere:
-// an answer's life is counted from when its call ends, which the model
-// takes to be when the backend produced it.
+// advance moves the fake clock d on, once no call is in flight anywhere.
 func (r *coherenceRun) advance(d time.Duration) {
-	testkit.WaitFor(r.t, "no call in flight", func() bool {
-		for _, rep := range r.rs {
-			if rep.sidecar.proxy.Stats().InFlight > 0 {
-				return false
-			}
-		}
-		return true
-	})
-	r.clock.Advance(d)
+	scs := make([]*runningSidecar, len(r.rs))
+	for i, rep := range r.rs {
+		scs[i] = rep.sidecar
+	}
+	advance(r.t, r.clock, d, scs...)
 }
 
 // syncAll starts a Sync of every replica that is not cut off and is not
@@ -433,10 +432,12 @@ func (r *coherenceRun) check() []string {
 			}
 			switch {
 			case p.what == "write" && rd.version < p.version:
-				bad = append(bad, fmt.Sprintf("read of %s through replica %d got version %d after a write of version %d through replica %d returned", rd.name, rd.replica, rd.version, p.version, p.replica))
+				bad = append(bad, fmt.Sprintf("read of %s through replica %d got version %d after a write of version %d through replica %d returned (read ticks %d-%d got call %d produced at tick %d; write ticks %d-%d, missed %v)",
+					rd.name, rd.replica, rd.version, p.version, p.replica, rd.start, rd.end, rd.call, prod.tick, p.start, p.end, p.missed))
 			case prod.tick > p.start:
 			case !p.soft:
-				bad = append(bad, fmt.Sprintf("read of %s through replica %d got call %d, which a %s purge through replica %d took back before the read started", rd.name, rd.replica, rd.call, p.what, p.replica))
+				bad = append(bad, fmt.Sprintf("read of %s through replica %d got call %d, which a %s purge through replica %d took back before the read started (read ticks %d-%d at %v; call by replica %d at tick %d; purge ticks %d-%d ending at %v, missed %v)",
+					rd.name, rd.replica, rd.call, p.what, p.replica, rd.start, rd.end, rd.at.Sub(time.Unix(1e9, 0)), prod.replica, prod.tick, p.start, p.end, p.endAt.Sub(time.Unix(1e9, 0)), p.missed))
 			case rd.at.Sub(p.endAt) >= max(coherentSWR, coherentSIE):
 				bad = append(bad, fmt.Sprintf("read of %s through replica %d got call %d, which a soft %s purge through replica %d took back %v before, past its stale windows", rd.name, rd.replica, rd.call, p.what, p.replica, rd.at.Sub(p.endAt)))
 			}
@@ -478,8 +479,8 @@ func TestCoherence_ThreeReplicasKeepEveryPromiseOneSidecarMakes(t *testing.T) {
 			for _, p := range r.purges {
 				missed += len(p.missed)
 			}
-			t.Logf("seed %d: %d steps %v; %d reads and %d writes and purges checked (%d replicas waited out), %d failed %v; %d backend reads",
-				seed, steps, r.ops, len(r.reads), len(r.purges), missed, r.failed, r.errs, len(r.store.reads))
+			t.Logf("seed %d: %d steps %v; %d reads and %d writes and purges checked (%d replicas waited out), %d failed %v; %d backend reads; %d purges on write failed",
+				seed, steps, r.ops, len(r.reads), len(r.purges), missed, r.failed, r.errs, len(r.store.reads), r.log.Count(slog.LevelWarn, "purge on write failed", "", ""))
 			for i, b := range bad {
 				if i == 10 {
 					t.Errorf("... and %d more", len(bad)-i)

@@ -152,6 +152,27 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opt
 	return r
 }
 
+// fakeClock returns a clock for a sidecar to run on (runOn).
+func fakeClock() *testkit.Clock { return testkit.NewClock(time.Unix(1e9, 0)) }
+
+// runOn starts a sidecar on clock.
+func runOn(clock *testkit.Clock) sidecarOption { return withSeams(seams{now: clock.Now}) }
+
+// advance moves clock, the one scs run on, d on once no call is in flight
+// on any of them: an answer's life is counted from when its call ends.
+func advance(t testing.TB, clock *testkit.Clock, d time.Duration, scs ...*runningSidecar) {
+	t.Helper()
+	testkit.WaitFor(t, "no call in flight", func() bool {
+		for _, sc := range scs {
+			if sc.proxy.Stats().InFlight > 0 || sc.proxy.StreamStats().Live > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	clock.Advance(d)
+}
+
 // sidecarOptions are how startSidecar starts a sidecar, beside its settings.
 type sidecarOptions struct {
 	logger      *slog.Logger      // where it logs; default: nowhere

@@ -99,7 +99,7 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 	for round := range max(l.rounds, 1) {
 		if round > 0 {
 			// Past the TTL of every result of the round before.
-			advance(t, sc, clock, sc.cfg.CacheTTL)
+			advance(t, clock, sc.cfg.CacheTTL, sc)
 		}
 		l.round(call)
 	}

@@ -19,22 +19,6 @@ import (
 
 // fakeClock returns a clock for a sidecar to run on (runOn), standing still
 // until a test moves it (advance).
-func fakeClock() *testkit.Clock { return testkit.NewClock(time.Unix(1e9, 0)) }
-
-// runOn starts a sidecar on clock.
-func runOn(clock *testkit.Clock) sidecarOption { return withSeams(seams{now: clock.Now}) }
-
-// advance moves clock, the one sc runs on, d on once no call is in flight
-// on sc: an answer's life is counted from when its call ends
-// (coherenceRun.advance waits the same way).
-func advance(t testing.TB, sc *runningSidecar, clock *testkit.Clock, d time.Duration) {
-	t.Helper()
-	testkit.WaitFor(t, "no call in flight", func() bool {
-		return sc.proxy.Stats().InFlight == 0 && sc.proxy.StreamStats().Live == 0
-	})
-	clock.Advance(d)
-}
-
 func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneRefresh(t *testing.T) {
 	const ttl, callers = 100 * time.Millisecond, 1000
 	// The backend holds its second call, the refresh, until every caller has
@@ -57,7 +41,7 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	if err != nil {
 		t.Fatal(err)
 	}
-	advance(t, sc, clock, ttl+10*time.Millisecond) // TTL + ε: the result is stale
+	advance(t, clock, ttl+10*time.Millisecond, sc) // TTL + ε: the result is stale
 
 	var wg sync.WaitGroup
 	for i := range callers {
@@ -112,7 +96,7 @@ func TestStale_IfErrorServesTheLastGoodAnswerWhileTheBackendIsDown(t *testing.T)
 	const ttl = 50 * time.Millisecond
 	clock := fakeClock()
 	sc, client, good := answeredThenDown(t, clock, ttl, time.Hour)
-	advance(t, sc, clock, ttl) // past the TTL: only the window serves the answer now
+	advance(t, clock, ttl, sc) // past the TTL: only the window serves the answer now
 	for i := range 5 {
 		reply, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"})
 		if err != nil || reply.GetCall() != good.GetCall() {
@@ -128,7 +112,7 @@ func TestStale_IfErrorWindowPassedTheBackendErrorReachesTheCaller(t *testing.T) 
 	const ttl, window = 50 * time.Millisecond, 200 * time.Millisecond
 	clock := fakeClock()
 	sc, client, _ := answeredThenDown(t, clock, ttl, window)
-	advance(t, sc, clock, ttl+window) // past the window
+	advance(t, clock, ttl+window, sc) // past the window
 	if _, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"}); status.Code(err) != codes.Unavailable {
 		t.Errorf("after the window: %v, want UNAVAILABLE", err)
 	}

@@ -191,7 +191,7 @@ func TestTraces_AStaleServeLinksToTheOldCallAndTheRefreshHasItsOwnBackendSpan(t 
 	if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "stale"}); err != nil {
 		t.Fatal(err)
 	}
-	advance(t, sc, clock, ttl+10*time.Millisecond) // past the TTL: the answer is stale
+	advance(t, clock, ttl+10*time.Millisecond, sc) // past the TTL: the answer is stale
 	if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "stale"}); err != nil {
 		t.Fatal(err)
 	}
