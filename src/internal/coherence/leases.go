@@ -261,7 +261,8 @@ func (l *Leases) apply(resp *peerv1.SyncResponse) {
 }
 
 // Pushed applies, with apply, entry seq of journal that its replica pushed
-// here, unless it was applied already.
+// here, unless it was applied already. It remembers at most MaxEntries
+// entries pushed ahead of those its Syncs applied.
 func (l *Leases) Pushed(journal string, seq uint64, apply func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -271,6 +272,11 @@ func (l *Leases) Pushed(journal string, seq uint64, apply func()) {
 	}
 	apply()
 	a.above[seq] = true
+	if len(a.above) > MaxEntries {
+		// A journal holds no more: the oldest is forgotten, and applied
+		// again if a Sync sends it (a purge twice, no loss).
+		delete(a.above, slices.Min(slices.Collect(maps.Keys(a.above))))
+	}
 }
 
 // appliedOf returns what was applied of journal, made on first use. The

@@ -123,6 +123,23 @@ func TestLeases_ApplyEachEntryOnce(t *testing.T) {
 	}
 }
 
+func TestLeases_RemembersAtMostMaxEntriesPushedAhead(t *testing.T) {
+	// Pushes keep coming from a replica this one cannot sync with.
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	a := &journalConn{j: NewJournal(JournalOptions{Now: clock.Now})}
+	r := newTestLessee(t, clock, map[string]*journalConn{"a:1": a})
+	for seq := range uint64(MaxEntries + 5) {
+		r.Pushed(a.j.ID(), seq+1, func() { r.Apply(seq + 1) })
+	}
+	if n := len(r.Leases.applied[a.j.ID()].above); n != MaxEntries {
+		t.Errorf("%d entries pushed ahead remembered, want %d", n, MaxEntries)
+	}
+	r.Pushed(a.j.ID(), 1, func() { r.Apply(1) }) // forgotten: applied again
+	if applied, _ := r.state(); len(applied) != MaxEntries+6 || applied[len(applied)-1] != 1 {
+		t.Errorf("applied %d entries, the last %d; want %d, the last 1 again", len(applied), applied[len(applied)-1], MaxEntries+6)
+	}
+}
+
 // Apply records seq as applied, as the lessee's Apply does for an entry.
 func (l *testLessee) Apply(seq uint64) {
 	l.mu.Lock()
