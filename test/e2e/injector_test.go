@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/collapser/collapser/src/demo"
+	"github.com/collapser/collapser/src/pkitest"
 )
 
 // injectorChecks holds what the injector's subtests share: a namespace of
@@ -29,14 +30,16 @@ type injectorChecks struct {
 	kubectl  *k8s.KubectlOptions // the workloads' namespace
 	release  *k8s.KubectlOptions // the release's namespace: the injector's
 	client   kubernetes.Interface
-	injected int // pods the subtests saw admitted with the sidecar
-	refused  int // pods the subtests saw refused
+	peersCA  *pkitest.CA // issues the peers' certificates
+	injected int         // pods the subtests saw admitted with the sidecar
+	refused  int         // pods the subtests saw refused
 }
 
 // checkInjector checks the release's sidecar injector on workloads of a
 // namespace of its own, enforcing the restricted Pod Security Standard: a
 // plain Deployment gets the native sidecar and collapses a burst, a Job
-// completes, three replicas with the peers annotation collapse as one, a
+// completes, three replicas with the peers annotation collapse as one and
+// take a renewal of their certificate in place without a failed call, a
 // pod using the sidecar's ports is refused with the message, admission
 // works after a forced certificate renewal, the injector counted it all,
 // and with no injector a pod starts without the sidecar, visibly. The
@@ -50,15 +53,16 @@ func checkInjector(t *testing.T, s settings, release *k8s.KubectlOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client}
+	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client, peersCA: newCA(t, peersTLS+" CA")}
 	c.create(t, helloDeployment(s, helloApp, 1, nil), helloService(helloApp),
-		peerTokenSecret(peersToken), peerTLSSecret(t, peersTLS, kubectl.Namespace),
+		peerTokenSecret(peersToken), peerTLSSecret(t, c.peersCA, peersTLS, kubectl.Namespace),
 		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken, annotationPeerTLSSecret: peersTLS}),
 		helloService(peersApp), headlessPeersService(peersService, peersApp))
 
 	t.Run("a plain Deployment gets the native sidecar and a burst through its Service makes one backend call", c.deploymentBurst)
 	t.Run("an annotated Job completes", c.jobCompletes)
 	t.Run("three replicas with the peers annotation collapse as one", c.peersCollapse)
+	t.Run("renewing the peers' certificate during bursts fails no call", c.peerRenewal)
 	t.Run("a pod using the sidecar's ports is refused with the message", c.collisionsRefused)
 	t.Run("after a forced certificate renewal admission still works", c.renewalKeepsAdmitting)
 	t.Run("the injector counted every admission", c.admissionsCounted)

@@ -127,25 +127,41 @@ func peerTokenSecret(name string) *corev1.Secret {
 }
 
 // peerTLSSecret is the Secret name of a workload's peer certificate, key
-// and CA (a cert-manager Certificate's layout), from a CA of the test's
-// own, for the identity spiffe://cluster.local/ns/<namespace>/<name>.
-func peerTLSSecret(t *testing.T, name, namespace string) *corev1.Secret {
+// and CA (a cert-manager Certificate's layout), issued by ca for the
+// identity peerIdentity(namespace, name): each call issues a new
+// certificate and key, as a renewal does.
+func peerTLSSecret(t *testing.T, ca *pkitest.CA, name, namespace string) *corev1.Secret {
 	t.Helper()
-	ca, err := pkitest.NewCA(name + " CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ca.Issue(t.TempDir(), "spiffe://cluster.local/ns/"+namespace+"/"+name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := issuePeer(t, ca, name, namespace)
 	data := map[string][]byte{}
 	for key, path := range map[string]string{"tls.crt": f.Cert, "tls.key": f.Key, "ca.crt": f.CA} {
+		var err error
 		if data[key], err = os.ReadFile(path); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeTLS, Data: data}
+}
+
+// issuePeer issues, with ca, a certificate and key of the peers whose
+// Secret is name in namespace, into files of the test's own.
+func issuePeer(t *testing.T, ca *pkitest.CA, name, namespace string) pkitest.Files {
+	t.Helper()
+	f, err := ca.Issue(t.TempDir(), "spiffe://cluster.local/ns/"+namespace+"/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// newCA makes a CA of the test's own, named name.
+func newCA(t *testing.T, name string) *pkitest.CA {
+	t.Helper()
+	ca, err := pkitest.NewCA(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
 // helloService is the Service in front of app's pods: its gRPC port
