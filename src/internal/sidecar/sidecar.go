@@ -25,7 +25,6 @@ import (
 
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/backendhealth"
-	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/methodkind"
@@ -34,7 +33,6 @@ import (
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
-	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/secretfile"
 	"github.com/collapser/collapser/src/internal/serverlimits"
@@ -230,6 +228,36 @@ func replicas(cfg config.Settings, links *peerLinks, p *proxy.Proxy, logger *slo
 	})
 }
 
+// scrapeSources are what a scrape reads of the proxy, the rules, the peers
+// and replicas (nil: none) and tracing (nil: off).
+func scrapeSources(p *proxy.Proxy, decider *policy.Decider, links *peerLinks, others *admin.Replicas, tr *tracing.Tracing) metrics.Sources {
+	src := metrics.Sources{Stats: p.Stats, Streams: p.StreamStats, Methods: decider.Rules}
+	if tr != nil {
+		src.Traces = tr.Stats
+	}
+	if links != nil {
+		src.Peers = peerMetrics{ring: links.ring, proxy: p, replicas: others}.state
+	}
+	return src
+}
+
+// peerMetrics are the parts the peer metrics read.
+type peerMetrics struct {
+	ring     *peers.Ring
+	proxy    *proxy.Proxy
+	replicas *admin.Replicas // nil: purges stay on this replica
+}
+
+// state returns what a scrape reports of the peers.
+func (m peerMetrics) state() metrics.PeerState {
+	ps := metrics.PeerState{Members: m.ring.Members(), Forwarded: m.proxy.Forwarded()}
+	if m.replicas != nil {
+		leases := m.replicas.Stats()
+		ps.Leases = &leases
+	}
+	return ps
+}
+
 // assemble connects the parts around the backend and peer connections.
 func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, links *peerLinks, tls *legs, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
@@ -242,35 +270,9 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err != nil {
 		return nil, fmt.Errorf("method kinds: %w", err)
 	}
-	// The metrics read the proxy's state, the rules and the leases at scrape
-	// time, which starts once Serve runs, after they exist.
-	var p *proxy.Proxy
-	var decider *policy.Decider
-	var others *admin.Replicas
-	registry := metrics.NewRegistry()
-	sources := metrics.Sources{
-		Stats:   func() collapse.Stats { return p.Stats() },
-		Streams: func() replay.Stats { return p.StreamStats() },
-		Methods: func() map[string]policy.Rule { return decider.Rules() },
-		Labels:  labels,
-	}
-	if tr != nil {
-		sources.Traces = tr.Stats
-	}
-	if links != nil {
-		sources.Peers = func() metrics.PeerState {
-			ps := metrics.PeerState{Members: links.ring.Members(), Forwarded: p.Forwarded()}
-			if others != nil {
-				leases := others.Stats()
-				ps.Leases = &leases
-			}
-			return ps
-		}
-	}
-	observer, err := metrics.NewRecorder(registry, sources)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
+	// The Recorder counts what the policy, the proxy and the admin service
+	// tell it; what a scrape reads of them is registered once they exist.
+	observer := metrics.NewRecorder(metrics.Options{Labels: labels, Exemplars: tr != nil})
 	store, err := policy.NewStore(policy.Defaults{
 		Collapse:              cfg.DefaultCollapse,
 		CacheTTL:              cfg.CacheTTL,
@@ -285,7 +287,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err != nil {
 		return nil, err
 	}
-	decider = policy.NewDecider(store, resolver, logger)
+	decider := policy.NewDecider(store, resolver, logger)
 	var peerRing proxy.Peers // a nil *peers.Ring must stay a nil interface
 	if links != nil {
 		peerRing = links.ring
@@ -293,7 +295,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	// The proxy's purges on write go through the admin service, which
 	// takes them to every replica; it is built on the proxy, after it.
 	var purges *admin.Service
-	p, err = proxy.New(proxy.Options{
+	p, err := proxy.New(proxy.Options{
 		Backend:           backend,
 		Peers:             peerRing,
 		Forwarding:        forwarding.New(sm.now),
@@ -319,8 +321,12 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	others, err = replicas(cfg, links, p, logger, sm)
+	others, err := replicas(cfg, links, p, logger, sm)
 	if err != nil {
+		return nil, err
+	}
+	registry := metrics.NewRegistry()
+	if err := metrics.Register(registry, observer, scrapeSources(p, decider, links, others, tr)); err != nil {
 		return nil, err
 	}
 	limits := serverlimits.Limits{
