@@ -145,10 +145,6 @@ type Options struct {
 	// MaxSendMsgBytes bounds each message sent to callers or the backend
 	// (default DefaultMaxMsgBytes).
 	MaxSendMsgBytes int
-	// Invalidate takes back, on every replica, every answer of methods and
-	// every answer carrying one of tags: what a write's success invalidates
-	// (policy.Invalidation). Nil: writes invalidate nothing.
-	Invalidate func(ctx context.Context, methods, tags []string) error
 	// Observer is told about requests and backend calls; nil records nothing.
 	Observer Observer
 	// TracerProvider starts the spans of the calls the proxy makes for a
@@ -181,8 +177,10 @@ type Proxy struct {
 	logger         *slog.Logger
 	tagsHeader     string // "" for none
 	forwardTags    bool
-	invalidate     func(ctx context.Context, methods, tags []string) error // nil: none
-	codec          *codec
+	// invalidate takes back what a write's success invalidates; nil: none.
+	// Written once, by InvalidateThrough, before the proxy serves.
+	invalidate Invalidator
+	codec      *codec
 	// backendOptions are the options every backend call has (callOptions),
 	// made once: grpc-go only reads them.
 	backendOptions []grpc.CallOption
@@ -253,7 +251,6 @@ func New(o Options) (*Proxy, error) {
 		observer:       o.Observer,
 		tagsHeader:     tagsHeader,
 		forwardTags:    o.ForwardTagsHeader,
-		invalidate:     o.Invalidate,
 		logger:         o.Logger,
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),

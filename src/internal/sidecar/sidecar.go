@@ -292,9 +292,6 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if links != nil {
 		peerRing = links.ring
 	}
-	// The proxy's purges on write go through the admin service, which
-	// takes them to every replica; it is built on the proxy, after it.
-	var purges *admin.Service
 	p, err := proxy.New(proxy.Options{
 		Backend:           backend,
 		Peers:             peerRing,
@@ -310,13 +307,10 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		MaxSendMsgBytes:   cfg.MaxSendMsgBytes,
 		TagsHeader:        cfg.TagsHeader,
 		ForwardTagsHeader: cfg.ForwardTagsHeader,
-		Invalidate: func(ctx context.Context, methods, tags []string) error {
-			return purges.Invalidate(ctx, methods, tags)
-		},
-		Observer:       observer,
-		TracerProvider: tr.TracerProvider(),
-		Logger:         logger,
-		Now:            sm.now,
+		Observer:          observer,
+		TracerProvider:    tr.TracerProvider(),
+		Logger:            logger,
+		Now:               sm.now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -352,7 +346,10 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 			return nil, fmt.Errorf("admin token (%s): %w", config.EnvName("admin-token-file"), err)
 		}
 	}
-	purges = admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote, Replicas: others, Token: adminToken})
+	purges := admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote, Replicas: others, Token: adminToken})
+	// The proxy's purges on write go through the admin service, which
+	// takes them to every replica; it is built on the proxy, after it.
+	p.InvalidateThrough(purges)
 	// Every caller is checked before anything of its call is read.
 	adminServer := grpc.NewServer(append(limits.ServerOptions(), purges.Tap())...)
 	purges.Register(adminServer)
