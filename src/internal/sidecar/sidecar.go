@@ -94,15 +94,11 @@ type seams struct {
 
 // newWith is New with seams.
 func newWith(cfg config.Settings, logger *slog.Logger, sm seams) (*Sidecar, error) {
-	rule, err := requestkey.NewRule(requestkey.RuleOptions{
-		KeyHeaders:             cfg.KeyHeaders,
-		IgnoreHeaders:          cfg.IgnoreHeaders,
-		ShareAcrossCredentials: cfg.UnsafeShareAcrossCredentials,
-	})
+	rule, err := requestkey.NewRule(cfg.Key)
 	if err != nil {
 		return nil, fmt.Errorf("key headers: %w", err)
 	}
-	if cfg.UnsafeShareAcrossCredentials {
+	if cfg.Key.ShareAcrossCredentials {
 		logger.Warn("UNSAFE: credentials are left out of the request key; callers with different credentials share responses")
 	}
 	// The metrics and the spans name methods from one bounded set.
@@ -264,7 +260,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		Backend:           backend,
 		UseReflection:     cfg.Reflection,
 		DescriptorSetPath: cfg.DescriptorSet,
-		UnaryMethods:      cfg.CollapseMethods,
+		UnaryMethods:      cfg.Policy.CollapseMethods,
 		Logger:            logger,
 	})
 	if err != nil {
@@ -273,17 +269,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	// The Recorder counts what the policy, the proxy and the admin service
 	// tell it; what a scrape reads of them is registered once they exist.
 	observer := metrics.NewRecorder(metrics.Options{Labels: labels, Exemplars: tr != nil})
-	store, err := policy.NewStore(policy.Defaults{
-		Collapse:              cfg.DefaultCollapse,
-		CacheTTL:              cfg.CacheTTL,
-		StaleWhileRevalidate:  cfg.StaleWhileRevalidate,
-		StaleIfError:          cfg.StaleIfError,
-		MaxTTL:                cfg.MaxTTL,
-		IgnoreCacheControl:    cfg.IgnoreCacheControl,
-		Timeout:               cfg.BackendTimeout,
-		CollapseMethods:       cfg.CollapseMethods,
-		CollapseMethodsSource: config.EnvName("collapse-methods"),
-	}, cfg.PolicyFile, logger, observer)
+	store, err := policy.NewStore(cfg.Policy, cfg.PolicyFile, logger, observer)
 	if err != nil {
 		return nil, err
 	}
@@ -293,17 +279,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 		peerRing = links.ring
 	}
 	p, err := proxy.New(proxy.Options{
-		Settings: proxy.Settings{
-			Cache:             cfg.Cache,
-			Streams:           cfg.Streams,
-			MaxBackendCalls:   cfg.MaxBackendCalls,
-			PrivateHeaders:    cfg.PrivateHeaders,
-			ReceiveTimeout:    cfg.ReceiveTimeout,
-			MaxRecvMsgBytes:   cfg.MaxRecvMsgBytes,
-			MaxSendMsgBytes:   cfg.MaxSendMsgBytes,
-			TagsHeader:        cfg.TagsHeader,
-			ForwardTagsHeader: cfg.ForwardTagsHeader,
-		},
+		Settings:       cfg.Proxy,
 		Backend:        backend,
 		Peers:          peerRing,
 		Forwarding:     forwarding.New(sm.now),
@@ -325,11 +301,7 @@ func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn
 	if err := metrics.Register(registry, observer, scrapeSources(p, decider, links, others, tr)); err != nil {
 		return nil, err
 	}
-	limits := serverlimits.Limits{
-		MaxConnections:       cfg.MaxConnections,
-		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
-		MaxHeaderBytes:       uint32(cfg.MaxHeaderBytes),
-	}
+	limits := cfg.Server
 	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions(), tls.callers)...)
 	var peerServer *grpc.Server
 	if links != nil {
