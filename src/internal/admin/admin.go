@@ -194,10 +194,11 @@ func (s *Service) Purge(ctx context.Context, req *adminv1.PurgeRequest) (*adminv
 	return resp, nil
 }
 
-// Invalidate purges, hard, every answer of methods and every answer that
-// carried one of tags, here and on every replica: the purge on write of a
-// method whose policy names what its success invalidates. It is called by
-// the proxy itself, so no access is checked.
+// Invalidate implements proxy.Invalidator: it purges, hard, every answer
+// of methods and every answer that carried one of tags, here and on every
+// replica: the purge on write of a method whose policy names what its
+// success invalidates. It is called by the proxy itself, so no access is
+// checked.
 func (s *Service) Invalidate(ctx context.Context, methods, tags []string) error {
 	var reqs []*adminv1.PurgeRequest
 	for _, m := range methods {

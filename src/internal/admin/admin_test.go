@@ -23,6 +23,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// The proxy's purges on write go through the admin service.
+var _ proxy.Invalidator = (*Service)(nil)
+
 // purges records what the Service asked of its Purger, and answers n.
 type purges struct {
 	calls []string

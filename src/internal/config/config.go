@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/replay"
+	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 )
 
@@ -64,41 +66,26 @@ type Settings struct {
 	AdminAllowRemote bool
 	// AdminTokenFile holds the token every admin call must carry; "": none.
 	AdminTokenFile string
-	// TagsHeader is the response header answers name their tags in; ""
-	// for none. ForwardTagsHeader passes it on to callers.
-	TagsHeader        string
-	ForwardTagsHeader bool
-	PolicyFile        string        // path of the per-method policy file; "" for none
-	DefaultCollapse   policy.Mode   // the default rule's collapse mode
-	CacheTTL          time.Duration // the default rule's TTL; 0: collapse in flight only
-	// StaleWhileRevalidate and StaleIfError are the default rule's stale windows.
-	StaleWhileRevalidate time.Duration
-	StaleIfError         time.Duration
-	// MaxTTL bounds the windows an answer's cache-control declares;
-	// IgnoreCacheControl serves every answer for the rule's own windows.
-	MaxTTL             time.Duration
-	IgnoreCacheControl bool
-	Cache              collapse.Limits // the results kept (--cache-max-*)
-	Streams            replay.Limits   // each replayed stream's record and the ended ones kept (--stream-max-*)
-	BackendTimeout     time.Duration   // the default rule's bound of each shared backend call
-	MaxBackendCalls    int             // shared backend calls running at once
-	ReceiveTimeout     time.Duration   // how long a unary call may take to deliver its request
-	MaxRecvMsgBytes    int
-	MaxSendMsgBytes    int
-	// MaxConnections, MaxConcurrentStreams and MaxHeaderBytes bound what
-	// callers can make the server hold (see serverlimits).
-	MaxConnections       int
-	MaxConcurrentStreams uint
-	MaxHeaderBytes       uint
-	KeyHeaders           []string // allow-list of headers in the key; empty: all but ignored ones
-	IgnoreHeaders        []string // extends the built-in ignore list
-	PrivateHeaders       []string // response headers that make a response private, besides set-cookie
-	// UnsafeShareAcrossCredentials drops credential headers from the key.
-	UnsafeShareAcrossCredentials bool
-	CollapseMethods              []string // methods declared unary and collapsed by the operator
-	DescriptorSet                string   // path of a FileDescriptorSet
-	Reflection                   bool     // learn method kinds from the backend
-	ShutdownTimeout              time.Duration
+	PolicyFile     string // path of the per-method policy file; "" for none
+	// Policy is the default rule, which a policy file's default inherits
+	// (--default-collapse, --cache-ttl, --stale-while-revalidate,
+	// --stale-if-error, --max-ttl, --cache-control, --backend-timeout), and
+	// the methods collapsed as unary (--collapse-methods).
+	Policy policy.Defaults
+	// Proxy is what the proxy keeps (--cache-max-*, --stream-max-*), calls
+	// (--max-backend-calls), reads and sends (--receive-timeout,
+	// --max-recv-msg-bytes, --max-send-msg-bytes), and how it treats
+	// answers (--private-headers, --tags-header, --forward-tags-header).
+	Proxy proxy.Settings
+	// Server bounds what callers can make the server hold
+	// (--max-connections, --max-concurrent-streams, --max-header-bytes).
+	Server serverlimits.Limits
+	// Key says which request headers are in a call's key (--key-headers,
+	// --ignore-headers, --unsafe-share-across-credentials).
+	Key             requestkey.RuleOptions
+	DescriptorSet   string // path of a FileDescriptorSet
+	Reflection      bool   // learn method kinds from the backend
+	ShutdownTimeout time.Duration
 	// MemoryLimit is the container's memory limit in bytes; 0: none known.
 	MemoryLimit int64
 	LogLevel    slog.Level
@@ -109,37 +96,44 @@ type Settings struct {
 // is the named default of the package that owns the setting.
 func Default() Settings {
 	return Settings{
-		Listen:          ":50052",
-		Backend:         "localhost:50051",
-		MetricsListen:   ":2112",
-		PeerListen:      peers.DefaultListen,
-		AdminListen:     admin.DefaultListen,
-		TagsHeader:      proxy.DefaultTagsHeader,
-		DefaultCollapse: policy.Auto,
-		CacheTTL:        policy.DefaultCacheTTL,
-		MaxTTL:          policy.DefaultMaxTTL,
-		Cache: collapse.Limits{
-			MaxEntries:    collapse.DefaultMaxEntries,
-			MaxBytes:      collapse.DefaultMaxBytes,
-			MaxEntryBytes: collapse.DefaultMaxEntryBytes,
+		Listen:        ":50052",
+		Backend:       "localhost:50051",
+		MetricsListen: ":2112",
+		PeerListen:    peers.DefaultListen,
+		AdminListen:   admin.DefaultListen,
+		Policy: policy.Defaults{
+			Collapse:              policy.Auto,
+			CacheTTL:              policy.DefaultCacheTTL,
+			MaxTTL:                policy.DefaultMaxTTL,
+			Timeout:               policy.DefaultTimeout,
+			CollapseMethodsSource: EnvName("collapse-methods"),
 		},
-		Streams: replay.Limits{
-			MaxBytes:     replay.DefaultMaxBytes,
-			MaxMessages:  replay.DefaultMaxMessages,
-			MaxHeldBytes: replay.DefaultMaxHeldBytes,
+		Proxy: proxy.Settings{
+			Cache: collapse.Limits{
+				MaxEntries:    collapse.DefaultMaxEntries,
+				MaxBytes:      collapse.DefaultMaxBytes,
+				MaxEntryBytes: collapse.DefaultMaxEntryBytes,
+			},
+			Streams: replay.Limits{
+				MaxBytes:     replay.DefaultMaxBytes,
+				MaxMessages:  replay.DefaultMaxMessages,
+				MaxHeldBytes: replay.DefaultMaxHeldBytes,
+			},
+			MaxBackendCalls: proxy.DefaultMaxBackendCalls,
+			ReceiveTimeout:  proxy.DefaultReceiveTimeout,
+			MaxRecvMsgBytes: proxy.DefaultMaxMsgBytes,
+			MaxSendMsgBytes: proxy.DefaultMaxMsgBytes,
+			TagsHeader:      proxy.DefaultTagsHeader,
 		},
-		BackendTimeout:       policy.DefaultTimeout,
-		MaxBackendCalls:      proxy.DefaultMaxBackendCalls,
-		ReceiveTimeout:       proxy.DefaultReceiveTimeout,
-		MaxRecvMsgBytes:      proxy.DefaultMaxMsgBytes,
-		MaxSendMsgBytes:      proxy.DefaultMaxMsgBytes,
-		MaxConnections:       serverlimits.DefaultMaxConnections,
-		MaxConcurrentStreams: serverlimits.DefaultMaxConcurrentStreams,
-		MaxHeaderBytes:       serverlimits.DefaultMaxHeaderBytes,
-		Reflection:           true,
-		ShutdownTimeout:      15 * time.Second,
-		LogLevel:             slog.LevelWarn,
-		LogFormat:            command.LogJSON,
+		Server: serverlimits.Limits{
+			MaxConnections:       serverlimits.DefaultMaxConnections,
+			MaxConcurrentStreams: serverlimits.DefaultMaxConcurrentStreams,
+			MaxHeaderBytes:       serverlimits.DefaultMaxHeaderBytes,
+		},
+		Reflection:      true,
+		ShutdownTimeout: 15 * time.Second,
+		LogLevel:        slog.LevelWarn,
+		LogFormat:       command.LogJSON,
 	}
 }
 
@@ -197,34 +191,34 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges): host:port, loopback by default so that only the pod's own containers reach it, or unix:<path> of a socket; empty: none")
 	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service (needs --admin-token-file)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`path` of a token (at least 32 bytes, read again when it changes) every admin call must carry as authorization: Bearer <token>, from any address; needed for an admin listener off loopback; empty: loopback or a Unix socket only")
-	fs.StringVar(&c.TagsHeader, "tags-header", c.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")
-	fs.BoolVar(&c.ForwardTagsHeader, "forward-tags-header", false, "pass the tags header on to callers instead of taking it out of the answer")
+	fs.StringVar(&c.Proxy.TagsHeader, "tags-header", c.Proxy.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")
+	fs.BoolVar(&c.Proxy.ForwardTagsHeader, "forward-tags-header", false, "pass the tags header on to callers instead of taking it out of the answer")
 	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
-	fs.Var(collapseValue{&c.DefaultCollapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
-	fs.DurationVar(&c.CacheTTL, "cache-ttl", c.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
-	fs.DurationVar(&c.StaleWhileRevalidate, "stale-while-revalidate", 0, "`duration` after the TTL a response is served at once while one background call refreshes it")
-	fs.DurationVar(&c.StaleIfError, "stale-if-error", 0, "`duration` after the TTL a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
-	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "`duration` bounding each window an answer's cache-control declares (max-age, s-maxage, stale-while-revalidate, stale-if-error)")
-	fs.Var(cacheControlValue{&c.IgnoreCacheControl}, "cache-control", "whether an answer's cache-control sets how long it is served (bounded by --max-ttl): honor or ignore")
-	fs.IntVar(&c.Cache.MaxEntries, "cache-max-entries", c.Cache.MaxEntries, "most `responses` held in the cache")
-	fs.Int64Var(&c.Cache.MaxBytes, "cache-max-bytes", c.Cache.MaxBytes, "most `bytes` held in the cache, counting what the Go heap holds for each entry: its key (request payload and headers), its response with metadata, and its overhead")
-	fs.Int64Var(&c.Cache.MaxEntryBytes, "cache-max-entry-bytes", c.Cache.MaxEntryBytes, "`bytes`: larger entries (key and response) are shared with waiting callers but not cached")
-	fs.Int64Var(&c.Streams.MaxBytes, "stream-max-bytes", c.Streams.MaxBytes, "most `bytes` the messages of one replayed stream's record hold (as allocated); past it no caller joins and the stream is not kept")
-	fs.IntVar(&c.Streams.MaxMessages, "stream-max-messages", c.Streams.MaxMessages, "most `messages` the record of one replayed stream holds; past it no caller joins and the stream is not kept")
-	fs.Int64Var(&c.Streams.MaxHeldBytes, "stream-max-held-bytes", c.Streams.MaxHeldBytes, "most `bytes` of ended replayed streams kept to be replayed whole, counting what the Go heap holds for each: its key, metadata, messages and overhead")
-	fs.DurationVar(&c.BackendTimeout, "backend-timeout", c.BackendTimeout, "`duration` bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
-	fs.IntVar(&c.MaxBackendCalls, "max-backend-calls", c.MaxBackendCalls, "most shared backend `calls` running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
-	fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", c.ReceiveTimeout, "`duration` a collapsed call may take to deliver its request message")
-	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", c.MaxRecvMsgBytes, "largest request (and backend response) accepted, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.MaxSendMsgBytes, "max-send-msg-bytes", c.MaxSendMsgBytes, "largest message sent, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most caller `connections` served at once; more wait to be accepted")
-	fs.UintVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most `calls` open at once on one connection")
-	fs.UintVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header list (method name and metadata) accepted, in `bytes`")
-	fs.Var(listValue{&c.KeyHeaders}, "key-headers", "comma-separated `headers` that make up the key (credentials and :authority are always added); empty: every header but the ignored ones")
-	fs.Var(listValue{&c.IgnoreHeaders}, "ignore-headers", "comma-separated `headers` left out of the key, in addition to the built-in transport and tracing headers")
-	fs.Var(listValue{&c.PrivateHeaders}, "private-headers", "comma-separated response `headers` that make a response private (sent only to its own caller, never cached), besides set-cookie")
-	fs.BoolVar(&c.UnsafeShareAcrossCredentials, "unsafe-share-across-credentials", false, "UNSAFE: leave authorization, cookie and other credentials out of the key, so callers with different credentials share responses")
-	fs.Var(listValue{&c.CollapseMethods}, "collapse-methods", "comma-separated `methods` (/pkg.Service/Method) to treat as unary and collapse, whatever their idempotency_level")
+	fs.Var(collapseValue{&c.Policy.Collapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
+	fs.DurationVar(&c.Policy.CacheTTL, "cache-ttl", c.Policy.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
+	fs.DurationVar(&c.Policy.StaleWhileRevalidate, "stale-while-revalidate", 0, "`duration` after the TTL a response is served at once while one background call refreshes it")
+	fs.DurationVar(&c.Policy.StaleIfError, "stale-if-error", 0, "`duration` after the TTL a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
+	fs.DurationVar(&c.Policy.MaxTTL, "max-ttl", c.Policy.MaxTTL, "`duration` bounding each window an answer's cache-control declares (max-age, s-maxage, stale-while-revalidate, stale-if-error)")
+	fs.Var(cacheControlValue{&c.Policy.IgnoreCacheControl}, "cache-control", "whether an answer's cache-control sets how long it is served (bounded by --max-ttl): honor or ignore")
+	fs.IntVar(&c.Proxy.Cache.MaxEntries, "cache-max-entries", c.Proxy.Cache.MaxEntries, "most `responses` held in the cache")
+	fs.Int64Var(&c.Proxy.Cache.MaxBytes, "cache-max-bytes", c.Proxy.Cache.MaxBytes, "most `bytes` held in the cache, counting what the Go heap holds for each entry: its key (request payload and headers), its response with metadata, and its overhead")
+	fs.Int64Var(&c.Proxy.Cache.MaxEntryBytes, "cache-max-entry-bytes", c.Proxy.Cache.MaxEntryBytes, "`bytes`: larger entries (key and response) are shared with waiting callers but not cached")
+	fs.Int64Var(&c.Proxy.Streams.MaxBytes, "stream-max-bytes", c.Proxy.Streams.MaxBytes, "most `bytes` the messages of one replayed stream's record hold (as allocated); past it no caller joins and the stream is not kept")
+	fs.IntVar(&c.Proxy.Streams.MaxMessages, "stream-max-messages", c.Proxy.Streams.MaxMessages, "most `messages` the record of one replayed stream holds; past it no caller joins and the stream is not kept")
+	fs.Int64Var(&c.Proxy.Streams.MaxHeldBytes, "stream-max-held-bytes", c.Proxy.Streams.MaxHeldBytes, "most `bytes` of ended replayed streams kept to be replayed whole, counting what the Go heap holds for each: its key, metadata, messages and overhead")
+	fs.DurationVar(&c.Policy.Timeout, "backend-timeout", c.Policy.Timeout, "`duration` bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
+	fs.IntVar(&c.Proxy.MaxBackendCalls, "max-backend-calls", c.Proxy.MaxBackendCalls, "most shared backend `calls` running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
+	fs.DurationVar(&c.Proxy.ReceiveTimeout, "receive-timeout", c.Proxy.ReceiveTimeout, "`duration` a collapsed call may take to deliver its request message")
+	fs.IntVar(&c.Proxy.MaxRecvMsgBytes, "max-recv-msg-bytes", c.Proxy.MaxRecvMsgBytes, "largest request (and backend response) accepted, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.Proxy.MaxSendMsgBytes, "max-send-msg-bytes", c.Proxy.MaxSendMsgBytes, "largest message sent, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.Server.MaxConnections, "max-connections", c.Server.MaxConnections, "most caller `connections` served at once; more wait to be accepted")
+	fs.Var(uint32Value{&c.Server.MaxConcurrentStreams}, "max-concurrent-streams", "most `calls` open at once on one connection")
+	fs.Var(uint32Value{&c.Server.MaxHeaderBytes}, "max-header-bytes", "largest request header list (method name and metadata) accepted, in `bytes`")
+	fs.Var(listValue{&c.Key.KeyHeaders}, "key-headers", "comma-separated `headers` that make up the key (credentials and :authority are always added); empty: every header but the ignored ones")
+	fs.Var(listValue{&c.Key.IgnoreHeaders}, "ignore-headers", "comma-separated `headers` left out of the key, in addition to the built-in transport and tracing headers")
+	fs.Var(listValue{&c.Proxy.PrivateHeaders}, "private-headers", "comma-separated response `headers` that make a response private (sent only to its own caller, never cached), besides set-cookie")
+	fs.BoolVar(&c.Key.ShareAcrossCredentials, "unsafe-share-across-credentials", false, "UNSAFE: leave authorization, cookie and other credentials out of the key, so callers with different credentials share responses")
+	fs.Var(listValue{&c.Policy.CollapseMethods}, "collapse-methods", "comma-separated `methods` (/pkg.Service/Method) to treat as unary and collapse, whatever their idempotency_level")
 	fs.StringVar(&c.DescriptorSet, "descriptor-set", "", "`path` of a FileDescriptorSet (protoc --descriptor_set_out) naming the backend's methods")
 	fs.BoolVar(&c.Reflection, "reflection", c.Reflection, "learn method kinds from the backend's server reflection")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "`duration` calls in flight may take to finish after SIGTERM")
@@ -253,8 +247,8 @@ func bound(fs *flag.FlagSet, lo, hi float64, must string, names ...string) {
 	}
 }
 
-// bounded is a numeric flag (int, int64, uint or time.Duration) whose
-// value must lie in [lo, hi].
+// bounded is a numeric flag (int, int64, uint, uint32 or time.Duration)
+// whose value must lie in [lo, hi].
 type bounded struct {
 	flag.Getter
 	lo, hi float64
@@ -262,7 +256,9 @@ type bounded struct {
 }
 
 func (b *bounded) Set(s string) error {
-	if err := b.Getter.Set(s); err != nil {
+	if err := b.Getter.Set(s); errors.Is(err, strconv.ErrRange) {
+		return errors.New(b.must) // past what its type holds, so past [lo, hi] too
+	} else if err != nil {
 		return err
 	}
 	var v float64
@@ -272,6 +268,8 @@ func (b *bounded) Set(s string) error {
 	case int64:
 		v = float64(n)
 	case uint:
+		v = float64(n)
+	case uint32:
 		v = float64(n)
 	case time.Duration:
 		v = float64(n)
@@ -333,7 +331,7 @@ func (c Settings) validate() error {
 	check((c.BackendTLSCertFile == "") == (c.BackendTLSKeyFile == ""), "backend-tls-cert-file", "a certificate for the backend needs both --backend-tls-cert-file and --backend-tls-key-file")
 	backendTLS := []string{c.BackendTLSCAFile, c.BackendTLSServerName, c.BackendTLSCertFile}
 	check(c.BackendTLS || slices.Equal(backendTLS, []string{"", "", ""}), "backend-tls", "--backend-tls-* settings need --backend-tls")
-	caches := c.Cache.MaxBytes + c.Streams.MaxHeldBytes
+	caches := c.Proxy.Cache.MaxBytes + c.Proxy.Streams.MaxHeldBytes
 	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
 	return errors.Join(errs...)
@@ -381,6 +379,32 @@ func (l listValue) Set(s string) error {
 	}
 	return nil
 }
+
+// uint32Value is a flag holding a uint32, as the flag package's uint
+// flag holds a uint. A value past uint32 is an error that wraps
+// strconv.ErrRange, which bound reports as out of its range.
+type uint32Value struct{ v *uint32 }
+
+func (u uint32Value) String() string {
+	if u.v == nil {
+		return "0"
+	}
+	return strconv.FormatUint(uint64(*u.v), 10)
+}
+
+func (u uint32Value) Set(s string) error {
+	n, err := strconv.ParseUint(s, 0, 32)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("value out of range: %w", strconv.ErrRange)
+	case err != nil:
+		return errors.New("parse error") // the flag package's words
+	}
+	*u.v = uint32(n)
+	return nil
+}
+
+func (u uint32Value) Get() any { return *u.v }
 
 // collapseValue is the --default-collapse flag: auto, all or none.
 type collapseValue struct{ mode *policy.Mode }

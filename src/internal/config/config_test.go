@@ -21,7 +21,7 @@ func TestParse_NoConfigurationGivesDefaults(t *testing.T) {
 	if !reflect.DeepEqual(got, Default()) {
 		t.Errorf("Parse() = %+v, want defaults %+v", got, Default())
 	}
-	if got.Listen != ":50052" || got.Backend != "localhost:50051" || got.MetricsListen != ":2112" || got.CacheTTL != 100*time.Millisecond {
+	if got.Listen != ":50052" || got.Backend != "localhost:50051" || got.MetricsListen != ":2112" || got.Policy.CacheTTL != 100*time.Millisecond {
 		t.Errorf("defaults are not the documented ones: %+v", got)
 	}
 }
@@ -41,14 +41,14 @@ func TestParse_EnvironmentAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Default()
-	want.CacheTTL = 250 * time.Millisecond
+	want.Policy.CacheTTL = 250 * time.Millisecond
 	want.Backend = "localhost:7000" // the flag wins
-	want.KeyHeaders = []string{"x-tenant", "x-locale"}
-	want.UnsafeShareAcrossCredentials = true
+	want.Key.KeyHeaders = []string{"x-tenant", "x-locale"}
+	want.Key.ShareAcrossCredentials = true
 	want.LogLevel = slog.LevelDebug
-	want.CollapseMethods = []string{"/a.B/C", "/a.B/D"}
-	want.IgnoreCacheControl = true
-	want.MaxTTL = time.Minute
+	want.Policy.CollapseMethods = []string{"/a.B/C", "/a.B/D"}
+	want.Policy.IgnoreCacheControl = true
+	want.Policy.MaxTTL = time.Minute
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse() =\n%+v\nwant\n%+v", got, want)
 	}

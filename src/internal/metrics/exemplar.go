@@ -13,10 +13,10 @@ const exemplarLabel = "trace_id"
 
 // exemplar returns the exemplar of a call whose context is ctx: the trace ID
 // of its span, when the span is sampled (a trace that is not exported would
-// be a link to nothing); nil otherwise. With tracing off it does not even
-// look.
+// be a link to nothing); nil otherwise. Without Options.Exemplars (tracing
+// is off) it does not even look.
 func (s *Recorder) exemplar(ctx context.Context) prometheus.Labels {
-	if s.sources.Traces == nil {
+	if !s.exemplars {
 		return nil
 	}
 	sc := trace.SpanContextFromContext(ctx)

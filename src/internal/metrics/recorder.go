@@ -1,77 +1,49 @@
-// Package metrics holds the collapser sidecar's Prometheus metrics. Every
-// metric lives in a Recorder built from an explicit prometheus.Registerer; the
+// Package metrics holds the collapser sidecar's Prometheus metrics. A
+// Recorder counts what the proxy, the policy store and the admin service
+// tell it; Register exports its counts, with the state of those parts read
+// at every scrape (Sources), on an explicit prometheus.Registerer. The
 // global registry is never used.
 package metrics
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
 	"github.com/collapser/collapser/src/internal/admin"
-	"github.com/collapser/collapser/src/internal/coherence"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/replay"
-	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // durationBuckets span the backend call durations worth telling apart, from
 // 1ms to 10s (the default backend timeout), in seconds.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// Sources are what a Recorder reads at every scrape.
-type Sources struct {
-	// Stats returns the collapse engine's state (required).
-	Stats func() collapse.Stats
-	// Methods returns the rule of every method the sidecar knows, which
-	// collapser_method_rule_info labels with its action and reason; their
-	// request and backend call series are exported at 0 before their first
-	// call. Nil: no method is known.
-	Methods func() map[string]policy.Rule
-	// Peers, when set, says the sidecar forwards collapsed calls to their
-	// owners, and returns its peer connection's state, which
-	// collapser_peer_members and collapser_peer_forwarding report; the peer
-	// series of collapsed methods are exported at 0 too. Nil: no peers.
-	Peers func() PeerState
-	// Streams returns the replayed streams' state (required).
-	Streams func() replay.Stats
-	// Traces returns the counts of spans not exported, which
-	// collapser_trace_spans_dropped_total reports. Nil: tracing is off: the
-	// metric is not exported, and no call's context is searched for an
-	// exemplar.
-	Traces func() tracing.Stats
+// Options configures a Recorder.
+type Options struct {
 	// Labels bounds the method label values; the sidecar's traces name
 	// their spans with the same Set. Nil: a Set of the Recorder's own,
 	// keeping methodlabel.MaxUnknown unknown methods.
 	Labels *methodlabel.Set
+	// Exemplars: tracing is on, and a sampled span in a call's context is
+	// the exemplar of its counts. False: no call's context is searched for
+	// one.
+	Exemplars bool
 }
 
-// PeerState is what a sidecar with peers knows of them at a scrape.
-type PeerState struct {
-	// Members is how many replicas its peer connection last resolved,
-	// itself included.
-	Members int
-	// Forwarded says, for every method it has forwarded calls of, whether
-	// they are forwarded still (the forwarding package).
-	Forwarded map[string]bool
-	// Leases are the leases it holds from the other replicas (package
-	// coherence); nil when purges stay on this replica (no peer token).
-	Leases *coherence.Stats
-}
-
-// Recorder records the sidecar's request, backend call and policy metrics.
-// It implements proxy.Observer, policy.ReloadObserver and admin.Observer. Its methods are
-// safe for concurrent use.
+// Recorder counts the sidecar's requests, backend calls, policy reloads
+// and purges. It implements proxy.Observer, policy.ReloadObserver and
+// admin.Observer, and needs nothing of what it observes: it is built
+// before them, and Register exports its counts. Its methods are safe for
+// concurrent use.
 type Recorder struct {
-	sources         Sources
 	methods         *methodlabel.Set
+	exemplars       bool
 	requests        *prometheus.CounterVec
 	backendCalls    *prometheus.CounterVec
 	backendDuration *prometheus.HistogramVec
@@ -84,12 +56,6 @@ type Recorder struct {
 	freshness       *prometheus.CounterVec
 	purges          *prometheus.CounterVec
 	purgedEntries   *prometheus.CounterVec
-
-	ruleInfo, inFlight, queued, waiters, entries, bytes  *prometheus.Desc
-	liveStreams, heldStreams, streamReaders, streamBytes *prometheus.Desc
-	spansDropped                                         *prometheus.Desc
-	peerMembers, peerForwarding                          *prometheus.Desc
-	peerLeases, peerCoherent, peerLapses                 *prometheus.Desc
 }
 
 // counterVec is a counter vector named name, with help and labels.
@@ -97,17 +63,12 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
-// NewRecorder registers the sidecar's metrics with reg.
-func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
-	if reg == nil {
-		return nil, errors.New("metrics: nil registerer")
-	}
-	if src.Stats == nil || src.Streams == nil {
-		return nil, errors.New("metrics: nil Sources.Stats or Sources.Streams")
-	}
+// NewRecorder returns a Recorder whose counts start at 0; Register exports
+// them. It is a list of the counters' definitions.
+func NewRecorder(o Options) *Recorder {
 	s := &Recorder{
-		sources: src,
-		methods: src.Labels,
+		methods:   o.Labels,
+		exemplars: o.Exemplars,
 		requests: counterVec("collapser_requests_total",
 			"Requests the sidecar answered, by method, how they were served (outcome) and the gRPC code the caller got.",
 			"method", "outcome", "code"),
@@ -147,40 +108,17 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 		purgedEntries: counterVec("collapser_purged_entries_total",
 			"Answers the admin service's purges took back from the cache, by kind (request, method, tag) and mode (hard: gone; soft: stale from now).",
 			"kind", "mode"),
-		ruleInfo: prometheus.NewDesc("collapser_method_rule_info",
-			"1 for each method the sidecar knows, labelled with what its rule does (action) and why it passes through (reason).",
-			[]string{"method", "action", "reason"}, nil),
-		inFlight:      prometheus.NewDesc("collapser_inflight_keys", "Keys with a backend call in flight, background refreshes included.", nil, nil),
-		queued:        prometheus.NewDesc("collapser_backend_calls_queued", "Backend calls waiting for a slot under COLLAPSER_MAX_BACKEND_CALLS.", nil, nil),
-		waiters:       prometheus.NewDesc("collapser_waiters", "Callers waiting for a shared backend call, leaders included.", nil, nil),
-		entries:       prometheus.NewDesc("collapser_cache_entries", "Results held in the result cache, fresh and stale.", nil, nil),
-		bytes:         prometheus.NewDesc("collapser_cache_bytes", "Bytes the result cache holds as the Go heap allocates them: keys, values with their metadata, and each entry's overhead.", nil, nil),
-		liveStreams:   prometheus.NewDesc("collapser_streams_live", "Replayed streams reading their backend stream now.", nil, nil),
-		heldStreams:   prometheus.NewDesc("collapser_streams_held", "Ended replayed streams kept to be replayed whole.", nil, nil),
-		streamReaders: prometheus.NewDesc("collapser_stream_readers", "Callers reading a live replayed stream now.", nil, nil),
-		streamBytes:   prometheus.NewDesc("collapser_stream_recorded_bytes", "Bytes the records of replayed streams hold as the Go heap allocates them: kept records whole, live records' messages.", nil, nil),
-		spansDropped: prometheus.NewDesc("collapser_trace_spans_dropped_total",
-			"Spans the sidecar ended and did not export, by reason: queue_full (OTEL_BSP_MAX_QUEUE_SIZE spans were waiting for export; a call never waits for room), export_failed (their batch's export failed).",
-			[]string{"reason"}, nil),
-		peerMembers: prometheus.NewDesc("collapser_peer_members",
-			"Replicas the peer connection last resolved, this one included (resolved again every 2 s, and when a connection to one is lost).",
-			nil, nil),
-		peerForwarding: prometheus.NewDesc("collapser_peer_forwarding",
-			"1 while a collapsed method's calls of keys another replica owns are forwarded to that owner, 0 while they are made here because at most 1 in 20 of its forwarded calls shared the owner's backend call lately (a sample of keys, and the keys shared here, are forwarded still), by method.",
-			[]string{"method"}, nil),
-		peerLeases: prometheus.NewDesc("collapser_peer_leases",
-			"Replicas this sidecar holds a lease from: it fetches from each, every second, the purges it missed (with a peer token).",
-			nil, nil),
-		peerCoherent: prometheus.NewDesc("collapser_peer_coherent",
-			"1 while every lease this sidecar holds lasts and the replicas listed include it; 0 once a lease ran out (a replica it could not reach for 10 s) or it is not listed: it then serves nothing it kept and shares no call until it is listed and reaches every replica again.",
-			nil, nil),
-		peerLapses: prometheus.NewDesc("collapser_peer_lease_lapses_total",
-			"Times this sidecar took back everything it kept because a purge could have missed it: a lease from another replica ran out, or the replicas listed did not include it.",
-			nil, nil),
 	}
 	if s.methods == nil {
 		s.methods = methodlabel.New(methodlabel.MaxUnknown)
 	}
+	s.startAtZero()
+	return s
+}
+
+// startAtZero creates the series of the reloads and purges, which name no
+// method, at 0, and says the policy in force is the file's content.
+func (s *Recorder) startAtZero() {
 	for _, result := range []string{"success", "failure"} {
 		s.reloads.WithLabelValues(result)
 	}
@@ -192,10 +130,15 @@ func NewRecorder(reg prometheus.Registerer, src Sources) (*Recorder, error) {
 		}
 	}
 	s.reloadOK.Set(1) // the sidecar started on the file's content
-	if err := reg.Register(s); err != nil {
-		return nil, fmt.Errorf("metrics: register sidecar metrics: %w", err)
+}
+
+// counters returns the Recorder's counters (and its reload gauge), in the
+// order a scrape collects them.
+func (s *Recorder) counters() []prometheus.Collector {
+	return []prometheus.Collector{
+		s.requests, s.backendCalls, s.backendDuration, s.reloads, s.reloadOK, s.peerCalls,
+		s.peerFallbacks, s.peerRequests, s.streamRequests, s.freshness, s.purges, s.purgedEntries,
 	}
-	return s, nil
 }
 
 // ObserveRequest counts one request answered with code, served as outcome,
@@ -271,141 +214,23 @@ func (s *Recorder) ObservePolicyReload(ok bool) {
 	s.reloadOK.Set(0)
 }
 
-// Describe implements prometheus.Collector.
-func (s *Recorder) Describe(ch chan<- *prometheus.Desc) {
-	s.requests.Describe(ch)
-	s.backendCalls.Describe(ch)
-	s.backendDuration.Describe(ch)
-	s.reloads.Describe(ch)
-	s.reloadOK.Describe(ch)
-	s.peerCalls.Describe(ch)
-	s.peerFallbacks.Describe(ch)
-	s.peerRequests.Describe(ch)
-	s.streamRequests.Describe(ch)
-	s.freshness.Describe(ch)
-	s.purges.Describe(ch)
-	s.purgedEntries.Describe(ch)
-	for _, d := range []*prometheus.Desc{s.ruleInfo, s.inFlight, s.queued, s.waiters, s.entries, s.bytes, s.liveStreams, s.heldStreams, s.streamReaders, s.streamBytes} {
-		ch <- d
-	}
-	if s.sources.Traces != nil {
-		ch <- s.spansDropped
-	}
-	if s.sources.Peers != nil {
-		for _, d := range []*prometheus.Desc{s.peerMembers, s.peerForwarding, s.peerLeases, s.peerCoherent, s.peerLapses} {
-			ch <- d
-		}
-	}
-}
-
-// Collect implements prometheus.Collector. It first exports every known
-// method's series at 0, per outcome its rule can give, so that the first
-// burst of calls is a rise a rate() sees, not the birth of a series.
-func (s *Recorder) Collect(ch chan<- prometheus.Metric) {
-	var rules map[string]policy.Rule
-	if s.sources.Methods != nil {
-		rules = s.sources.Methods()
-		names := make([]string, 0, len(rules))
-		for m := range rules {
-			names = append(names, m)
-		}
-		s.methods.SetKnown(names)
-		for m, r := range rules {
-			if len(m) > methodlabel.MaxBytes {
-				continue
-			}
-			ch <- prometheus.MustNewConstMetric(s.ruleInfo, prometheus.GaugeValue, 1, m, r.Action.String(), r.Reason)
-			s.touch(m, r)
-		}
-	}
-	s.requests.Collect(ch)
-	s.backendCalls.Collect(ch)
-	s.backendDuration.Collect(ch)
-	s.reloads.Collect(ch)
-	s.reloadOK.Collect(ch)
-	s.peerCalls.Collect(ch)
-	s.peerFallbacks.Collect(ch)
-	s.peerRequests.Collect(ch)
-	s.streamRequests.Collect(ch)
-	s.freshness.Collect(ch)
-	s.purges.Collect(ch)
-	s.purgedEntries.Collect(ch)
-
-	st := s.sources.Stats()
-	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(st.InFlight))
-	ch <- prometheus.MustNewConstMetric(s.queued, prometheus.GaugeValue, float64(st.Queued))
-	ch <- prometheus.MustNewConstMetric(s.waiters, prometheus.GaugeValue, float64(st.Waiters))
-	ch <- prometheus.MustNewConstMetric(s.entries, prometheus.GaugeValue, float64(st.Entries))
-	ch <- prometheus.MustNewConstMetric(s.bytes, prometheus.GaugeValue, float64(st.Bytes))
-	ss := s.sources.Streams()
-	ch <- prometheus.MustNewConstMetric(s.liveStreams, prometheus.GaugeValue, float64(ss.Live))
-	ch <- prometheus.MustNewConstMetric(s.heldStreams, prometheus.GaugeValue, float64(ss.Held))
-	ch <- prometheus.MustNewConstMetric(s.streamReaders, prometheus.GaugeValue, float64(ss.Readers))
-	ch <- prometheus.MustNewConstMetric(s.streamBytes, prometheus.GaugeValue, float64(ss.Bytes))
-	if s.sources.Traces != nil {
-		ts := s.sources.Traces()
-		ch <- prometheus.MustNewConstMetric(s.spansDropped, prometheus.CounterValue, float64(ts.QueueFull), "queue_full")
-		ch <- prometheus.MustNewConstMetric(s.spansDropped, prometheus.CounterValue, float64(ts.ExportFailed), "export_failed")
-	}
-	if s.sources.Peers != nil {
-		s.collectPeers(ch, s.sources.Peers(), rules)
-	}
-}
-
-// collectPeers exports the peer connection's state: its members, the
-// leases held (with a peer token), and
-// whether each collapsed method of rules, and each other method it counted,
-// is forwarded (a method starts forwarded), under the label the method's
-// other series have.
-func (s *Recorder) collectPeers(ch chan<- prometheus.Metric, ps PeerState, rules map[string]policy.Rule) {
-	ch <- prometheus.MustNewConstMetric(s.peerMembers, prometheus.GaugeValue, float64(ps.Members))
-	if l := ps.Leases; l != nil {
-		coherent := 0.0
-		if l.Coherent {
-			coherent = 1
-		}
-		ch <- prometheus.MustNewConstMetric(s.peerLeases, prometheus.GaugeValue, float64(l.Held))
-		ch <- prometheus.MustNewConstMetric(s.peerCoherent, prometheus.GaugeValue, coherent)
-		ch <- prometheus.MustNewConstMetric(s.peerLapses, prometheus.CounterValue, float64(l.Lapses))
-	}
-	forwarded := map[string]bool{}
-	for m, r := range rules {
-		if r.Action == policy.Collapse && len(m) <= methodlabel.MaxBytes {
-			forwarded[m] = true
-		}
-	}
-	for m, f := range ps.Forwarded {
-		if label := s.methods.Label(m); label == m {
-			forwarded[m] = f
-		} else {
-			forwarded[label] = forwarded[label] || f // methods past the label bound share one series
-		}
-	}
-	for label, f := range forwarded {
-		v := 0.0
-		if f {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(s.peerForwarding, prometheus.GaugeValue, v, label)
-	}
-}
-
 // touch creates method's series of the outcomes its rule can give, with
-// code OK, and its backend call series, at 0 when they are new.
-func (s *Recorder) touch(method string, r policy.Rule) {
+// code OK, and its backend call series, at 0 when they are new; with
+// peers, its peer series too.
+func (s *Recorder) touch(method string, r policy.Rule, peers bool) {
 	ok := codes.OK.String()
 	switch r.Action {
 	case policy.Replay:
 		for _, o := range replay.Outcomes {
 			s.streamRequests.WithLabelValues(method, o.String(), ok)
-			if s.sources.Peers != nil {
+			if peers {
 				s.peerRequests.WithLabelValues(method, o.String(), ok)
 			}
 		}
 	case policy.Collapse:
 		for _, o := range collapse.Outcomes {
 			s.requests.WithLabelValues(method, o.String(), ok)
-			if s.sources.Peers != nil {
+			if peers {
 				s.peerRequests.WithLabelValues(method, o.String(), ok)
 			}
 		}
@@ -415,7 +240,7 @@ func (s *Recorder) touch(method string, r policy.Rule) {
 	default:
 		s.requests.WithLabelValues(method, proxy.OutcomePassthrough, ok)
 	}
-	if s.sources.Peers != nil && r.Action != policy.Passthrough {
+	if peers && r.Action != policy.Passthrough {
 		for _, owner := range []string{proxy.OwnerSelf, proxy.OwnerPeer} {
 			s.peerCalls.WithLabelValues(method, owner, ok)
 		}

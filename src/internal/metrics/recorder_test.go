@@ -39,8 +39,9 @@ func newTestRecorder(t *testing.T, stats func() collapse.Stats) (*Recorder, *pro
 	return newTestRecorderWith(t, Sources{Stats: stats})
 }
 
-// newTestRecorderWith builds a Recorder of src on a registry of its own,
-// reading empty stats where src has no Stats or Streams.
+// newTestRecorderWith builds a Recorder, with exemplars when src reads
+// traces, and registers it with src on a registry of its own, reading
+// empty stats where src has no Stats or Streams.
 func newTestRecorderWith(t testing.TB, src Sources) (*Recorder, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -50,27 +51,31 @@ func newTestRecorderWith(t testing.TB, src Sources) (*Recorder, *prometheus.Regi
 	if src.Streams == nil {
 		src.Streams = noStreams
 	}
-	s, err := NewRecorder(reg, src)
-	if err != nil {
-		t.Fatalf("NewRecorder: %v", err)
+	s := NewRecorder(Options{Exemplars: src.Traces != nil})
+	if err := Register(reg, s, src); err != nil {
+		t.Fatalf("Register: %v", err)
 	}
 	return s, reg
 }
 
-func TestNewRecorder_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
+func TestRegister_RejectsMissingInputsAndDuplicateRegistration(t *testing.T) {
 	src := Sources{Stats: noStats, Streams: noStreams}
-	if _, err := NewRecorder(nil, src); err == nil {
-		t.Error("NewRecorder(nil registerer) succeeded, want error")
+	rec := NewRecorder(Options{})
+	if err := Register(nil, rec, src); err == nil {
+		t.Error("Register(nil registerer) succeeded, want error")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := NewRecorder(reg, Sources{}); err == nil {
-		t.Error("NewRecorder(nil stats) succeeded, want error")
+	if err := Register(reg, nil, src); err == nil {
+		t.Error("Register(nil Recorder) succeeded, want error")
 	}
-	if _, err := NewRecorder(reg, src); err != nil {
-		t.Fatalf("first NewRecorder: %v", err)
+	if err := Register(reg, rec, Sources{}); err == nil {
+		t.Error("Register(nil stats) succeeded, want error")
 	}
-	if _, err := NewRecorder(reg, src); err == nil {
-		t.Error("second NewRecorder on one registry succeeded, want duplicate registration error")
+	if err := Register(reg, rec, src); err != nil {
+		t.Fatalf("first Register: %v", err)
+	}
+	if err := Register(reg, NewRecorder(Options{}), src); err == nil {
+		t.Error("second Register on one registry succeeded, want duplicate registration error")
 	}
 }
 
@@ -254,6 +259,15 @@ collapser_method_rule_info{action="passthrough",method="/hello.v1.Stats/GetCount
 	}
 	if got := testutil.ToFloat64(s.backendCalls.WithLabelValues("/hello.v1.Stats/GetCounts", "OK")); got != 0 {
 		t.Errorf("GetCounts backend calls = %v, want a series at 0", got)
+	}
+}
+
+func TestRecorder_AKnownMethodsSeriesAreInTheScrapeThatLearnsIt(t *testing.T) {
+	rules := map[string]policy.Rule{sayHello: {Action: policy.Collapse}}
+	_, reg := newTestRecorderWith(t, Sources{Methods: func() map[string]policy.Rule { return rules }})
+	// The first scrape learns the method: its series are in it, at 0.
+	if n, err := testutil.GatherAndCount(reg, "collapser_requests_total"); err != nil || n != len(collapse.Outcomes) {
+		t.Errorf("first scrape: %d request series, %v; want SayHello's per outcome, %d", n, err, len(collapse.Outcomes))
 	}
 }
 

@@ -30,9 +30,9 @@ func TestNewRegistry_HoldsGoAndProcessCollectors(t *testing.T) {
 
 func TestHandler_ServesSidecarAndRuntimeMetricsThatPassLint(t *testing.T) {
 	reg := NewRegistry()
-	s, err := NewRecorder(reg, Sources{Stats: func() collapse.Stats { return collapse.Stats{Entries: 2} }, Streams: noStreams})
-	if err != nil {
-		t.Fatalf("NewRecorder: %v", err)
+	s := NewRecorder(Options{})
+	if err := Register(reg, s, Sources{Stats: func() collapse.Stats { return collapse.Stats{Entries: 2} }, Streams: noStreams}); err != nil {
+		t.Fatalf("Register: %v", err)
 	}
 	s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "cache_hit", codes.OK)
 

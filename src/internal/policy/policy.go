@@ -260,19 +260,49 @@ func (s settings) with(r *ruleSpec, source string) settings {
 // wrong; a wrong value leaves its field as it was.
 func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 	s.source = where
-	var errs []error
-	valid := func(v scalar, field string, err error) bool {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s %q: %w", at(v, where), field, v.value, err))
-		}
-		return err == nil
-	}
+	c := &checker{where: where}
 	if r.Collapse.set {
-		if m, err := parseCollapse(r.Collapse.value); valid(r.Collapse, "collapse", err) {
+		if m, err := parseCollapse(r.Collapse.value); c.valid(r.Collapse, "collapse", err) {
 			s.collapse = m
 			s.collapseFrom = fmt.Sprintf("%s: collapse: %s (line %d)", where, r.Collapse.value, r.Collapse.line)
 		}
 	}
+	s.applyDurations(r, c)
+	if r.StaleIfErrorCodes != nil {
+		s.codes = c.codes(*r.StaleIfErrorCodes, "staleIfErrorCodes", parseCode)
+	}
+	if r.MaxWaiters.set {
+		if n, err := parseCount(r.MaxWaiters.value); c.valid(r.MaxWaiters, "maxWaiters", err) {
+			s.maxWaiters = n
+		}
+	}
+	if r.CacheCodes != nil {
+		s.cacheCodes = c.codes(*r.CacheCodes, "cacheCodes", parseCacheCode)
+	}
+	if r.FinishAbandoned.set {
+		if b, err := parseBool(r.FinishAbandoned.value); c.valid(r.FinishAbandoned, "finishAbandoned", err) {
+			s.finish = b
+		}
+	}
+	if r.Stream.set {
+		if m, err := parseStream(r.Stream.value); c.valid(r.Stream, "stream", err) {
+			s.stream = m
+		}
+	}
+	if r.CacheControl.set {
+		if ignore, err := ParseCacheControl(r.CacheControl.value); c.valid(r.CacheControl, "cacheControl", err) {
+			s.ignoreCC = ignore
+		}
+	}
+	if r.Invalidates != nil {
+		inv, ierrs := r.Invalidates.compile(where)
+		s.invalidates, c.errs = inv, append(c.errs, ierrs...)
+	}
+	return s, c.errs
+}
+
+// applyDurations sets the durations r sets, each checked by c.
+func (s *settings) applyDurations(r *ruleSpec, c *checker) {
 	for _, d := range []struct {
 		field string
 		v     scalar
@@ -285,51 +315,37 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 		if err == nil && (d.dst == &s.tmo || d.dst == &s.maxTTL) && v == 0 {
 			err = errors.New("must be positive")
 		}
-		if valid(d.v, d.field, err) {
+		if c.valid(d.v, d.field, err) {
 			*d.dst = v
 		}
 	}
-	if r.StaleIfErrorCodes != nil {
-		s.codes = 0
-		for i, c := range *r.StaleIfErrorCodes {
-			if code, err := parseCode(c.value); valid(c, fmt.Sprintf("staleIfErrorCodes[%d]", i), err) {
-				s.codes.add(code)
-			}
+}
+
+// checker collects the errors of the values of the rule where names.
+type checker struct {
+	where string
+	errs  []error
+}
+
+// valid reports whether err is nil, and keeps err, naming the line, rule
+// and field of v, when it is not.
+func (c *checker) valid(v scalar, field string, err error) bool {
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("%s: %s %q: %w", at(v, c.where), field, v.value, err))
+	}
+	return err == nil
+}
+
+// codes returns the set of the codes of list, the rule's field, each
+// parsed by parse; a wrong one is left out.
+func (c *checker) codes(list []scalar, field string, parse func(string) (codes.Code, error)) codeSet {
+	var set codeSet
+	for i, v := range list {
+		if code, err := parse(v.value); c.valid(v, fmt.Sprintf("%s[%d]", field, i), err) {
+			set.add(code)
 		}
 	}
-	if r.MaxWaiters.set {
-		if n, err := parseCount(r.MaxWaiters.value); valid(r.MaxWaiters, "maxWaiters", err) {
-			s.maxWaiters = n
-		}
-	}
-	if r.CacheCodes != nil {
-		s.cacheCodes = 0
-		for i, c := range *r.CacheCodes {
-			if code, err := parseCacheCode(c.value); valid(c, fmt.Sprintf("cacheCodes[%d]", i), err) {
-				s.cacheCodes.add(code)
-			}
-		}
-	}
-	if r.FinishAbandoned.set {
-		if b, err := parseBool(r.FinishAbandoned.value); valid(r.FinishAbandoned, "finishAbandoned", err) {
-			s.finish = b
-		}
-	}
-	if r.Stream.set {
-		if m, err := parseStream(r.Stream.value); valid(r.Stream, "stream", err) {
-			s.stream = m
-		}
-	}
-	if r.CacheControl.set {
-		if ignore, err := ParseCacheControl(r.CacheControl.value); valid(r.CacheControl, "cacheControl", err) {
-			s.ignoreCC = ignore
-		}
-	}
-	if r.Invalidates != nil {
-		inv, ierrs := r.Invalidates.compile(where)
-		s.invalidates, errs = inv, append(errs, ierrs...)
-	}
-	return s, errs
+	return set
 }
 
 // level is one compiled rule: its settings and the call options of its two
@@ -375,24 +391,12 @@ type Policy struct {
 // New compiles the policy of defaults d and, when data is not nil, of the
 // policy file data read from file. Errors name the file, entry and field.
 func New(d Defaults, file string, data []byte) (*Policy, error) {
-	if d.Timeout <= 0 {
-		return nil, fmt.Errorf("policy: timeout %v must be positive", d.Timeout)
-	}
-	for i, m := range d.CollapseMethods {
-		if err := methodkind.ValidateMethod(m); err != nil {
-			return nil, fmt.Errorf("policy: %s[%d] %q: %w", d.CollapseMethodsSource, i, m, err)
-		}
-	}
-	base := settings{
-		collapse: d.Collapse, ttl: d.CacheTTL, swr: d.StaleWhileRevalidate, sie: d.StaleIfError,
-		tmo: d.Timeout, maxTTL: cmp.Or(d.MaxTTL, DefaultMaxTTL), ignoreCC: d.IgnoreCacheControl,
-		codes: setOf(DefaultStaleIfErrorCodes), source: "default",
-		// Read only when collapse is Always, which the variable spells all.
-		collapseFrom: "COLLAPSER_DEFAULT_COLLAPSE=all",
+	base, err := d.settings()
+	if err != nil {
+		return nil, err
 	}
 	f := &fileSpec{}
 	if data != nil {
-		var err error
 		if f, err = parseFile(file, data); err != nil {
 			return nil, err
 		}
@@ -449,6 +453,25 @@ func New(d Defaults, file string, data []byte) (*Policy, error) {
 		return nil, fmt.Errorf("policy file %s: %w", file, err)
 	}
 	return p, nil
+}
+
+// settings checks d and returns the settings a file's default inherits.
+func (d Defaults) settings() (settings, error) {
+	if d.Timeout <= 0 {
+		return settings{}, fmt.Errorf("policy: timeout %v must be positive", d.Timeout)
+	}
+	for i, m := range d.CollapseMethods {
+		if err := methodkind.ValidateMethod(m); err != nil {
+			return settings{}, fmt.Errorf("policy: %s[%d] %q: %w", d.CollapseMethodsSource, i, m, err)
+		}
+	}
+	return settings{
+		collapse: d.Collapse, ttl: d.CacheTTL, swr: d.StaleWhileRevalidate, sie: d.StaleIfError,
+		tmo: d.Timeout, maxTTL: cmp.Or(d.MaxTTL, DefaultMaxTTL), ignoreCC: d.IgnoreCacheControl,
+		codes: setOf(DefaultStaleIfErrorCodes), source: "default",
+		// Read only when collapse is Always, which the variable spells all.
+		collapseFrom: "COLLAPSER_DEFAULT_COLLAPSE=all",
+	}, nil
 }
 
 // serviceOf returns "pkg.Service" of "/pkg.Service/Method".

@@ -155,6 +155,9 @@ type proxyConfig struct {
 	// tracing, when set, traces the proxy's server and connections as the
 	// sidecar does, with tracing's stats handlers and provider.
 	tracing *tracing.Tracing
+	// invalidator, when set, takes back what writes invalidate
+	// (Proxy.InvalidateThrough).
+	invalidator proxy.Invalidator
 }
 
 // runningProxy is a proxy.Proxy serving on a grpc.Server on 127.0.0.1:0,
@@ -237,6 +240,9 @@ func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy
 	p, err := proxy.New(opts)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
+	}
+	if cfg.invalidator != nil {
+		p.InvalidateThrough(cfg.invalidator)
 	}
 	if peerLis != nil {
 		peerSrv := grpc.NewServer(append(p.PeerServerOptions(), cfg.tracing.ServerOptions()...)...)

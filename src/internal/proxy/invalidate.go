@@ -17,6 +17,24 @@ import (
 // promises what it says, before it runs out.
 const InvalidateTimeout = 15 * time.Second
 
+// Invalidator takes back what the success of a write invalidates
+// (implemented by *admin.Service, which takes the purge to every replica).
+type Invalidator interface {
+	// Invalidate takes back, on every replica, every answer of methods and
+	// every answer carrying one of tags (policy.Invalidation).
+	Invalidate(ctx context.Context, methods, tags []string) error
+}
+
+// InvalidateThrough makes inv take back what the success of a write
+// invalidates: the purge on write of a method whose rule names what it
+// invalidates. Until it is called, or with a nil inv, writes invalidate
+// nothing. The admin service that purges is built on the proxy, so it is
+// given here rather than in Options; call it before the proxy serves (its
+// servers' Serve, which starts every call after it), never while it does.
+func (p *Proxy) InvalidateThrough(inv Invalidator) {
+	p.invalidate = inv
+}
+
 // invalidateAfter takes back what the success of a passed-through call of
 // method invalidates, tags being its answer's, before the call's status
 // goes to its caller: a caller whose write returned OK reads no answer it
@@ -43,7 +61,7 @@ func (p *Proxy) invalidateAfter(ctx context.Context, method string, inv *policy.
 	// The caller's end must not cut the purge short: the write is done.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), InvalidateTimeout)
 	defer cancel()
-	if err := p.invalidate(ctx, inv.Methods, byTag); err != nil {
+	if err := p.invalidate.Invalidate(ctx, inv.Methods, byTag); err != nil {
 		p.logger.Warn("purge on write failed", "method", method, "methods", inv.Methods, "tags", byTag, "err", err)
 	}
 }

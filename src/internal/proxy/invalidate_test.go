@@ -16,9 +16,16 @@ import (
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
-// invalidation is one call of Options.Invalidate.
+// invalidation is one call of an Invalidator.
 type invalidation struct {
 	methods, tags []string
+}
+
+// invalidatorFunc is a proxy.Invalidator.
+type invalidatorFunc func(ctx context.Context, methods, tags []string) error
+
+func (f invalidatorFunc) Invalidate(ctx context.Context, methods, tags []string) error {
+	return f(ctx, methods, tags)
 }
 
 func TestPassthrough_AWriteInvalidatesBeforeItsCallerIsAnswered(t *testing.T) {
@@ -54,15 +61,14 @@ methods:
 			entered, release := make(chan invalidation, 1), make(chan struct{})
 			s := startProxy(t, backend.Start(t), proxyConfig{policyFile: policyFile, options: func(o *proxy.Options) {
 				o.TagsHeader, o.ForwardTagsHeader = proxy.DefaultTagsHeader, tt.forwardTags
-				o.Invalidate = func(_ context.Context, methods, tags []string) error {
-					if answered.Load() {
-						t.Error("the caller was answered before its write's purge")
-					}
-					entered <- invalidation{methods, tags}
-					<-release
-					return nil
+			}, invalidator: invalidatorFunc(func(_ context.Context, methods, tags []string) error {
+				if answered.Load() {
+					t.Error("the caller was answered before its write's purge")
 				}
-			}})
+				entered <- invalidation{methods, tags}
+				<-release
+				return nil
+			})})
 			done := make(chan error, 1)
 			var header metadata.MD
 			go func() {

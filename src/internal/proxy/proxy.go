@@ -102,21 +102,9 @@ type Observer interface {
 	ObserveFreshness(method, source string)
 }
 
-// Options configures a Proxy. Backend, Rules and KeyRule are required.
-type Options struct {
-	// Backend is the connection calls are forwarded to.
-	Backend grpc.ClientConnInterface
-	// Peers, when set, is the connection to the replicas (see the peers
-	// package): a collapsed call is made by its key's owner, while its
-	// method's forwarded calls share there (the forwarding package).
-	Peers Peers
-	// Forwarding decides, with Peers, which methods' calls are forwarded;
-	// nil: forwarding.New(nil).
-	Forwarding *forwarding.Decider
-	// Rules says which methods are collapsed and how.
-	Rules Rules
-	// KeyRule derives the collapse key of a unary request.
-	KeyRule *requestkey.Rule
+// Settings are what an operator sets of a Proxy (the sidecar's flags).
+// Zero fields take the defaults.
+type Settings struct {
 	// Cache bounds the results held; zero fields take collapse's defaults.
 	Cache collapse.Limits
 	// Streams bounds the records of replayed streams, each and all those
@@ -145,10 +133,25 @@ type Options struct {
 	// MaxSendMsgBytes bounds each message sent to callers or the backend
 	// (default DefaultMaxMsgBytes).
 	MaxSendMsgBytes int
-	// Invalidate takes back, on every replica, every answer of methods and
-	// every answer carrying one of tags: what a write's success invalidates
-	// (policy.Invalidation). Nil: writes invalidate nothing.
-	Invalidate func(ctx context.Context, methods, tags []string) error
+}
+
+// Options configures a Proxy: its Settings, and the parts it works with.
+// Backend, Rules and KeyRule are required.
+type Options struct {
+	Settings
+	// Backend is the connection calls are forwarded to.
+	Backend grpc.ClientConnInterface
+	// Peers, when set, is the connection to the replicas (see the peers
+	// package): a collapsed call is made by its key's owner, while its
+	// method's forwarded calls share there (the forwarding package).
+	Peers Peers
+	// Forwarding decides, with Peers, which methods' calls are forwarded;
+	// nil: forwarding.New(nil).
+	Forwarding *forwarding.Decider
+	// Rules says which methods are collapsed and how.
+	Rules Rules
+	// KeyRule derives the collapse key of a unary request.
+	KeyRule *requestkey.Rule
 	// Observer is told about requests and backend calls; nil records nothing.
 	Observer Observer
 	// TracerProvider starts the spans of the calls the proxy makes for a
@@ -181,8 +184,10 @@ type Proxy struct {
 	logger         *slog.Logger
 	tagsHeader     string // "" for none
 	forwardTags    bool
-	invalidate     func(ctx context.Context, methods, tags []string) error // nil: none
-	codec          *codec
+	// invalidate takes back what a write's success invalidates; nil: none.
+	// Written once, by InvalidateThrough, before the proxy serves.
+	invalidate Invalidator
+	codec      *codec
 	// backendOptions are the options every backend call has (callOptions),
 	// made once: grpc-go only reads them.
 	backendOptions []grpc.CallOption
@@ -206,37 +211,12 @@ type Proxy struct {
 
 // New checks o and returns a Proxy.
 func New(o Options) (*Proxy, error) {
-	switch {
-	case o.Backend == nil:
-		return nil, errors.New("proxy: Options.Backend is required")
-	case o.Rules == nil:
-		return nil, errors.New("proxy: Options.Rules is required")
-	case o.KeyRule == nil:
-		return nil, errors.New("proxy: Options.KeyRule is required")
-	}
-	if err := errors.Join(o.Cache.Validate(), o.Streams.Validate()); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	for _, c := range []struct {
-		name string
-		v    int64
-	}{
-		{"MaxBackendCalls", int64(o.MaxBackendCalls)}, {"ReceiveTimeout", int64(o.ReceiveTimeout)},
-		{"MaxRecvMsgBytes", int64(o.MaxRecvMsgBytes)}, {"MaxSendMsgBytes", int64(o.MaxSendMsgBytes)},
-	} {
-		if c.v < 0 {
-			return nil, fmt.Errorf("proxy: Options.%s %d is negative", c.name, c.v)
-		}
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	private, err := newHeaderSet(o.PrivateHeaders)
 	if err != nil {
 		return nil, err
-	}
-	tagsHeader := strings.ToLower(o.TagsHeader)
-	if tagsHeader != "" {
-		if err := requestkey.ValidateName(tagsHeader); err != nil {
-			return nil, fmt.Errorf("proxy: TagsHeader %q: %w", o.TagsHeader, err)
-		}
 	}
 	c, err := newCodec()
 	if err != nil {
@@ -251,9 +231,8 @@ func New(o Options) (*Proxy, error) {
 		maxRecv:        cmp.Or(o.MaxRecvMsgBytes, DefaultMaxMsgBytes),
 		maxSend:        cmp.Or(o.MaxSendMsgBytes, DefaultMaxMsgBytes),
 		observer:       o.Observer,
-		tagsHeader:     tagsHeader,
+		tagsHeader:     strings.ToLower(o.TagsHeader),
 		forwardTags:    o.ForwardTagsHeader,
-		invalidate:     o.Invalidate,
 		logger:         o.Logger,
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
@@ -267,15 +246,7 @@ func New(o Options) (*Proxy, error) {
 	if o.TracerProvider != nil {
 		p.tracer = o.TracerProvider.Tracer(tracerName)
 	}
-	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}, clientCert: true}
-	if o.Peers != nil {
-		p.callers.owners = peerRing{o.Peers}
-		p.forwarding = cmp.Or(o.Forwarding, forwarding.New(nil))
-	}
-	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{},
-		mark: p.served, shared: metadata.Pairs(peers.SharedHeader, "1")}
-	p.refreshed = p.forwarded
-	p.refreshed.fresh = true
+	p.setOrigins(o.Peers, o.Forwarding)
 	p.group = collapse.New(collapse.Options[*Response]{
 		Limits:   o.Cache,
 		Size:     responseSize,
@@ -296,6 +267,60 @@ func New(o Options) (*Proxy, error) {
 		p.logger = slog.New(slog.DiscardHandler)
 	}
 	return p, nil
+}
+
+// check reports the first thing wrong with o: a required part missing, or
+// one of its Settings.
+func (o *Options) check() error {
+	switch {
+	case o.Backend == nil:
+		return errors.New("proxy: Options.Backend is required")
+	case o.Rules == nil:
+		return errors.New("proxy: Options.Rules is required")
+	case o.KeyRule == nil:
+		return errors.New("proxy: Options.KeyRule is required")
+	}
+	return o.Settings.check()
+}
+
+// check reports what is wrong with s: a limit that is negative, or a tags
+// header that is no header name. Its private headers, newHeaderSet checks.
+func (s *Settings) check() error {
+	if err := errors.Join(s.Cache.Validate(), s.Streams.Validate()); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxBackendCalls", int64(s.MaxBackendCalls)}, {"ReceiveTimeout", int64(s.ReceiveTimeout)},
+		{"MaxRecvMsgBytes", int64(s.MaxRecvMsgBytes)}, {"MaxSendMsgBytes", int64(s.MaxSendMsgBytes)},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("proxy: Options.%s %d is negative", c.name, c.v)
+		}
+	}
+	if h := strings.ToLower(s.TagsHeader); h != "" {
+		if err := requestkey.ValidateName(h); err != nil {
+			return fmt.Errorf("proxy: TagsHeader %q: %w", s.TagsHeader, err)
+		}
+	}
+	return nil
+}
+
+// setOrigins sets the origins of the calls of the callers' port and of the
+// peer port: with a ring of peers, a caller's collapsed call goes through
+// its key's owner when decider (nil: forwarding.New(nil)) says so.
+func (p *Proxy) setOrigins(ring Peers, decider *forwarding.Decider) {
+	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}, clientCert: true}
+	if ring != nil {
+		p.callers.owners = peerRing{ring}
+		p.forwarding = cmp.Or(decider, forwarding.New(nil))
+	}
+	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{},
+		mark: p.served, shared: metadata.Pairs(peers.SharedHeader, "1")}
+	p.refreshed = p.forwarded
+	p.refreshed.fresh = true
 }
 
 // ServerOptions returns the options the proxy needs of the grpc.Server

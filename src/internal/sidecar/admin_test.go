@@ -26,8 +26,8 @@ func TestSidecar_AdminServicePurgesWhatTheBackendTagged(t *testing.T) {
 		return greet(ctx, req)
 	}}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CollapseMethods = []string{sayHello}
-		c.CacheTTL = time.Hour
+		c.Policy.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = time.Hour
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	admin := adminv1.NewCacheClient(dial(t, sc.adminAddr))
@@ -62,8 +62,8 @@ func TestSidecar_AdminServicePurgesWhatTheBackendTagged(t *testing.T) {
 func TestSidecar_AdminServiceWithATokenTakesPurgesOnlyWithIt(t *testing.T) {
 	const token = "admin-token-0123456789abcdefghijklmnopq"
 	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
-		c.CollapseMethods = []string{sayHello}
-		c.CacheTTL = time.Hour
+		c.Policy.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = time.Hour
 		c.AdminTokenFile = testkit.SecretFile(t, token)
 	})
 	admin := adminv1.NewCacheClient(dial(t, sc.adminAddr))
@@ -94,7 +94,7 @@ func TestSidecar_AdminServiceOnAUnixSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CollapseMethods = []string{sayHello}
 		c.AdminListen = "unix:" + socket
 	}, adminListener(lis))
 	if sc.adminAddr != socket {

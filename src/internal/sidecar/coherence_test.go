@@ -150,7 +150,7 @@ func startCoherentReplicas(t *testing.T, n int, s *store, log *logrecorder.Recor
 			certs.certify(t, c)
 			// A call forwarded to a replica cut off ends soon: the test
 			// waits for every call before it moves the clock.
-			c.BackendTimeout = 200 * time.Millisecond
+			c.Policy.Timeout = 200 * time.Millisecond
 		}, peerListener(peers[i]), withSeams(seams{now: s.clock.Now, syncEvery: time.Hour}), logTo(slog.New(log)))
 		r.client = hellov1.NewGreeterClient(dial(t, r.sidecar.addr, grpc.WithAuthority("hello.example")))
 		r.admin = adminv1.NewCacheClient(dial(t, r.sidecar.adminAddr))

@@ -190,7 +190,7 @@ func TestHostile_StreamsOpenedOnOneConnectionAreBounded(t *testing.T) {
 				<-stream.Context().Done()
 				return stream.Context().Err()
 			}}
-			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
+			sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.Policy.CollapseMethods = []string{sayHello} })
 			okCall(t, sc.addr)
 			goroutines, heap, rss := runtime.NumGoroutine(), testkit.LiveHeap(), rssKiB(t)
 			c := dialRaw(t, sc.addr)
@@ -270,7 +270,7 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 	// one's call is at the backend, which never answers, or queued for one
 	// of its slots, and the sidecar bounds a call by an hour: a backend call
 	// ends only if the sidecar cancels it when its last caller leaves.
-	callers := 2 * config.Default().MaxBackendCalls // half of the calls queue
+	callers := 2 * config.Default().Proxy.MaxBackendCalls // half of the calls queue
 	// The backend never answers: it counts the calls their caller cancelled.
 	var cancelled atomic.Int64
 	backend := &testkit.Greeter{SayHello: func(ctx context.Context, _ *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
@@ -281,8 +281,8 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 		return nil, ctx.Err()
 	}}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.BackendTimeout = time.Hour
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.Timeout = time.Hour
+		c.Policy.CollapseMethods = []string{sayHello}
 	})
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
@@ -317,8 +317,8 @@ func TestHostile_AbandonedCallsDoNotKeepTheBackendBusy(t *testing.T) {
 func TestHostile_LargeKeysCountAgainstTheCacheLimit(t *testing.T) {
 	const requests, payload, limit = 400, 1 << 20, 1 << 20
 	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
-		c.Cache.MaxBytes = limit
-		c.CacheTTL = time.Hour
+		c.Proxy.Cache.MaxBytes = limit
+		c.Policy.CacheTTL = time.Hour
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	okCall(t, sc.addr)

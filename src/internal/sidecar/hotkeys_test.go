@@ -82,7 +82,7 @@ func TestPeers_AHotKeyOfAKeptMethodMakesOneBackendCallAfterItShows(t *testing.T)
 		backends[i] = &testkit.Greeter{SayHello: g.sayHello}
 		addrs[i] = startBackend(t, backends[i])
 	}
-	rs := startSidecars(t, addrs, true, func(c *config.Settings) { c.CollapseMethods = []string{sayHello} },
+	rs := startSidecars(t, addrs, true, func(c *config.Settings) { c.Policy.CollapseMethods = []string{sayHello} },
 		withSeams(seams{now: clock.Now, syncEvery: time.Hour})) // the test syncs them as it moves the clock
 	for i, r := range rs {
 		r.backend = backends[i]

@@ -34,9 +34,9 @@ func TestLoad_BurstOfIdenticalRequestsMakesOneBackendCall(t *testing.T) {
 	backend := &testkit.Greeter{SayHello: gated(gate)}
 	// No cache: every caller but the leader must have joined the call in flight.
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CacheTTL = 0
-		c.BackendTimeout = time.Hour // the gate ends the call, however long the burst takes to gather
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = 0
+		c.Policy.Timeout = time.Hour // the gate ends the call, however long the burst takes to gather
+		c.Policy.CollapseMethods = []string{sayHello}
 	})
 	// The callers come over several connections, as from many clients:
 	// one connection carries at most max-concurrent-streams calls at once.
@@ -106,9 +106,9 @@ type steadyResult struct {
 func sustained(t testing.TB, r steady) steadyResult {
 	backend := &testkit.Greeter{SayHello: slow(r.latency)}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CacheTTL = r.ttl
-		c.StaleWhileRevalidate = r.swr
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = r.ttl
+		c.Policy.StaleWhileRevalidate = r.swr
+		c.Policy.CollapseMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx, cancel := context.WithTimeout(context.Background(), r.duration)
@@ -251,8 +251,8 @@ func flat(t testing.TB, rounds, perRound int) (g0, g1 int, h0, h1 uint64) {
 	const workers, keys = 100, 500
 	backend := &testkit.Greeter{SayHello: slow(time.Millisecond)}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CacheTTL = 20 * time.Millisecond
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = 20 * time.Millisecond
+		c.Policy.CollapseMethods = []string{sayHello}
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*testkit.DefaultTimeout)

@@ -99,7 +99,7 @@ func (l heldLoad) run(t testing.TB) heldUsage {
 	for round := range max(l.rounds, 1) {
 		if round > 0 {
 			// Past the TTL of every result of the round before.
-			advance(t, clock, sc.cfg.CacheTTL, sc)
+			advance(t, clock, sc.cfg.Policy.CacheTTL, sc)
 		}
 		l.round(call)
 	}
@@ -134,7 +134,7 @@ func (l heldLoad) round(call func(name string)) {
 // configure applies l's settings to a sidecar's: a TTL of a minute unless
 // l.edit says otherwise.
 func (l heldLoad) configure(c *config.Settings) {
-	c.CacheTTL = time.Minute
+	c.Policy.CacheTTL = time.Minute
 	if l.edit != nil {
 		l.edit(c)
 	}
@@ -212,7 +212,7 @@ func TestMemory_RefreshedStaleAnswersHoldWhatTheyCount(t *testing.T) {
 	// each is served stale while a background call refreshes it, and the
 	// refreshed result is held.
 	l := heldLoad{calls: 4_000, rounds: 2, method: sayHello, edit: func(c *config.Settings) {
-		c.CacheTTL, c.StaleWhileRevalidate = time.Millisecond, time.Hour
+		c.Policy.CacheTTL, c.Policy.StaleWhileRevalidate = time.Millisecond, time.Hour
 	}}
 	checkHeld(t, l.run(t), l.calls)
 }
@@ -223,7 +223,7 @@ func TestMemory_PrivateAnswersHoldOnlyTheirPassMarkers(t *testing.T) {
 	// their own. What each key holds is its pass marker (hit-for-pass):
 	// its key and an entry, no answer, which hold what they count.
 	l := heldLoad{calls: 2_000, callers: 2, method: sayHello, edit: func(c *config.Settings) {
-		c.PrivateHeaders = []string{hello.TrailerServedBy}
+		c.Proxy.PrivateHeaders = []string{hello.TrailerServedBy}
 	}}
 	u := l.run(t)
 	checkHeld(t, u, l.calls)
@@ -254,7 +254,7 @@ func BenchmarkLoadHeld(b *testing.B) {
 		{name: "10000x50B-defaults", calls: 10_000, method: sayHello},
 		// The same answers, each tagged with its call number (the hello
 		// backend's x-hello-call header read as the tags header).
-		{name: "10000x50B-tagged", calls: 10_000, method: sayHello, edit: func(c *config.Settings) { c.TagsHeader = hello.HeaderCall }},
+		{name: "10000x50B-tagged", calls: 10_000, method: sayHello, edit: func(c *config.Settings) { c.Proxy.TagsHeader = hello.HeaderCall }},
 		{name: "20000x1KiB-32MiB", calls: 20_000, replyBytes: 1 << 10, method: sayHello, edit: cacheMaxBytes(mib32)},
 		{name: "20000x8KiB-32MiB", calls: 20_000, replyBytes: 8 << 10, method: sayHello, edit: cacheMaxBytes(mib32)},
 		{name: "20000x64KiB-32MiB", calls: 20_000, replyBytes: 64 << 10, method: sayHello, edit: cacheMaxBytes(mib32)},
@@ -280,5 +280,5 @@ func BenchmarkLoadHeld(b *testing.B) {
 
 // cacheMaxBytes returns an edit that bounds the result cache to n bytes.
 func cacheMaxBytes(n int64) func(*config.Settings) {
-	return func(c *config.Settings) { c.Cache.MaxBytes = n }
+	return func(c *config.Settings) { c.Proxy.Cache.MaxBytes = n }
 }

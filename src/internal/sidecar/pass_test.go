@@ -29,7 +29,7 @@ func TestPeers_AfterAPrivateAnswerNoCallerOfTheKeyWaitsOnAnyReplica(t *testing.T
 		}}
 		addrs[i] = startBackend(t, backends[i])
 	}
-	rs := startSidecars(t, addrs, true, func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
+	rs := startSidecars(t, addrs, true, func(c *config.Settings) { c.Policy.CollapseMethods = []string{sayHello} })
 	for i, r := range rs {
 		r.backend = backends[i]
 	}

@@ -36,7 +36,7 @@ func startReplicas(t *testing.T, peered bool, backends ...*testkit.Greeter) []*r
 	for i, b := range backends {
 		addrs[i] = startBackend(t, b)
 	}
-	rs := startSidecars(t, addrs, peered, func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
+	rs := startSidecars(t, addrs, peered, func(c *config.Settings) { c.Policy.CollapseMethods = []string{sayHello} })
 	for i, r := range rs {
 		r.backend = backends[i]
 	}

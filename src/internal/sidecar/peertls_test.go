@@ -50,7 +50,7 @@ func TestPeerPort_OverMutualTLSOnlyTheReleasesCertificatesGetIn(t *testing.T) {
 		c.Peers = lis.Addr().String()
 		c.PeerListen = lis.Addr().String()
 		c.PeerTokenFile = testkit.SecretFile(t, releaseToken)
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CollapseMethods = []string{sayHello}
 		rel.certify(t, c)
 	}, peerListener(lis))
 	// A client that trusts any server and presents the certificate given:
@@ -112,7 +112,7 @@ func startRelayed(t *testing.T, mutualTLS bool) ([]*replica, []*testkit.Relay) {
 	for i := range rs {
 		backend := &testkit.Greeter{SayHello: greet}
 		sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-			c.CollapseMethods = []string{sayHello}
+			c.Policy.CollapseMethods = []string{sayHello}
 			c.Peers = strings.Join(addrs, ",")
 			c.PeerListen = addrs[i]
 			c.PeerTokenFile = token

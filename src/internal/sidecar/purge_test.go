@@ -64,8 +64,8 @@ func TestPeers_PurgeReachesEveryReplica(t *testing.T) {
 				addrs[i] = startBackend(t, backends[i])
 			}
 			rs := startSidecars(t, addrs, true, func(c *config.Settings) {
-				c.CollapseMethods = []string{sayHello}
-				c.CacheTTL = time.Hour
+				c.Policy.CollapseMethods = []string{sayHello}
+				c.Policy.CacheTTL = time.Hour
 			})
 			for i, r := range rs {
 				r.backend = backends[i]
@@ -113,7 +113,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 		c.Peers = lis.Addr().String()
 		c.PeerListen = lis.Addr().String()
 		c.PeerTokenFile = tokenFile
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CollapseMethods = []string{sayHello}
 	}, peerListener(lis))
 	conn := dial(t, lis.Addr().String())
 	check := func(t *testing.T, name string, tokens []string, want codes.Code) {

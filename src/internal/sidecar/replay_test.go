@@ -238,7 +238,7 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 	const n, readers = 2000, 5
 	name := fmt.Sprintf("%04096d", 0)
 	gate := make(chan struct{})
-	sc, clients, backend := gatedReplaySidecar(t, gate, 0, 2, func(c *config.Settings) { c.Streams.MaxBytes = 16 << 20 })
+	sc, clients, backend := gatedReplaySidecar(t, gate, 0, 2, func(c *config.Settings) { c.Proxy.Streams.MaxBytes = 16 << 20 })
 	req := &hellov1.HelloRequest{Name: name, Count: n}
 	ctx := testkit.Context(t)
 	stalled, err := clients[1].StreamHellos(ctx, req)
@@ -290,7 +290,7 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 	// 500 replies 3 ms apart: the second caller comes while the first
 	// stream has some 470 replies (1.4 s) to go.
 	const n = 500
-	sc, clients, count := replaySidecar(t, time.Minute, 1, func(c *config.Settings) { c.Streams.MaxMessages = 20 })
+	sc, clients, count := replaySidecar(t, time.Minute, 1, func(c *config.Settings) { c.Proxy.Streams.MaxMessages = 20 })
 	req := &hellov1.HelloRequest{Name: "big", Count: n, IntervalMs: 3}
 	ctx := testkit.Context(t)
 	first, err := clients[0].StreamHellos(ctx, req)

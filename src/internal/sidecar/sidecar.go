@@ -1,22 +1,19 @@
 // Package sidecar assembles the collapser from its parts: the backend
 // connection, the method-kind resolver, the policy, the proxy (which owns the
-// collapse engine), the server's limits, the health service, the metrics
-// endpoint and tracing, and runs them until told to stop.
+// collapse engine), the peers and the other replicas, the admin service, the
+// server's limits, the health service, the metrics endpoint and tracing, and
+// runs them until told to stop (serve.go). Each part takes its own group of
+// the settings whole (config.Settings).
 package sidecar
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/health"
@@ -24,21 +21,16 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/collapser/collapser/src/internal/admin"
-	"github.com/collapser/collapser/src/internal/backendhealth"
-	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/metrics"
-	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
-	"github.com/collapser/collapser/src/internal/replay"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/secretfile"
 	"github.com/collapser/collapser/src/internal/serverlimits"
-	"github.com/collapser/collapser/src/internal/tlsfiles"
 	"github.com/collapser/collapser/src/internal/tracing"
 )
 
@@ -96,15 +88,11 @@ type seams struct {
 
 // newWith is New with seams.
 func newWith(cfg config.Settings, logger *slog.Logger, sm seams) (*Sidecar, error) {
-	rule, err := requestkey.NewRule(requestkey.RuleOptions{
-		KeyHeaders:             cfg.KeyHeaders,
-		IgnoreHeaders:          cfg.IgnoreHeaders,
-		ShareAcrossCredentials: cfg.UnsafeShareAcrossCredentials,
-	})
+	rule, err := requestkey.NewRule(cfg.Key)
 	if err != nil {
 		return nil, fmt.Errorf("key headers: %w", err)
 	}
-	if cfg.UnsafeShareAcrossCredentials {
+	if cfg.Key.ShareAcrossCredentials {
 		logger.Warn("UNSAFE: credentials are left out of the request key; callers with different credentials share responses")
 	}
 	// The metrics and the spans name methods from one bounded set.
@@ -150,8 +138,8 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 			return nil, err
 		}
 	}
-	s, err := assemble(cfg, logger, backend, links, tls, rule, labels, tr, sm)
-	if err != nil {
+	s := &Sidecar{cfg: cfg, logger: logger, backend: backend, tls: tls, peers: links, limits: cfg.Server, tracing: tr}
+	if err := s.assemble(rule, labels, sm); err != nil {
 		backend.Close()
 		tls.close()
 		if links != nil {
@@ -162,339 +150,148 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 	return s, nil
 }
 
-// peerLinks are what ties a sidecar to its peers: the connection to their
-// ring, and how replicas prove they are the release's.
-type peerLinks struct {
-	ring  *peers.Ring
-	trust peers.Trust
-	tls   *tlsfiles.Source // nil: plain text
-}
-
-// dialPeers reads the release's peer token (at least peers.MinTokenBytes)
-// and the files of mutual TLS between replicas when set, and makes the
-// connection to the peers, traced by tr.
-func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*peerLinks, error) {
-	token, err := secretfile.Load(cfg.PeerTokenFile, peers.MinTokenBytes, logger)
-	if err != nil {
-		return nil, fmt.Errorf("peer token (%s): %w", config.EnvName("peer-token-file"), err)
-	}
-	links := &peerLinks{trust: peers.Trust{Token: token}}
-	if cfg.PeerTLSCertFile != "" {
-		if links.tls, err = tlsfiles.Watch(tlsfiles.Files{Cert: cfg.PeerTLSCertFile, Key: cfg.PeerTLSKeyFile, CA: cfg.PeerTLSCAFile}, 0); err != nil {
-			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
-		}
-		if links.trust.TLS, err = links.tls.Mutual(); err != nil {
-			links.tls.Close()
-			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
-		}
-	} else {
-		logger.Warn("calls between replicas are plain text: their peer token, callers' headers and answers can be read on the network; set " +
-			config.EnvName("peer-tls-cert-file") + ", " + config.EnvName("peer-tls-key-file") + " and " + config.EnvName("peer-tls-ca-file"))
-	}
-	if links.ring, err = peers.Dial(cfg.Peers, cfg.PeerListen, append(tr.DialOptions(), links.trust.DialOptions()...)...); err != nil {
-		links.close()
-		return nil, err
-	}
-	return links, nil
-}
-
-// close closes the connection to the peers and stops watching the TLS
-// files.
-func (l *peerLinks) close() error {
+// assemble connects the parts around s's backend and peer connections,
+// each built by a function of its own once the parts it needs exist; they
+// need one another in this order, save that the proxy's writes purge
+// through the admin service built on it (Proxy.InvalidateThrough).
+func (s *Sidecar) assemble(rule *requestkey.Rule, labels *methodlabel.Set, sm seams) error {
+	// The Recorder counts what the policy, the proxy and the admin service
+	// tell it; what a scrape reads of them is registered once they exist.
+	rec := metrics.NewRecorder(metrics.Options{Labels: labels, Exemplars: s.tracing != nil})
 	var err error
-	if l.ring != nil {
-		err = l.ring.Close()
+	if s.resolver, s.policy, err = s.rules(rec); err != nil {
+		return err
 	}
-	if l.tls != nil {
-		l.tls.Close()
+	decider := policy.NewDecider(s.policy, s.resolver, s.logger)
+	if s.proxy, err = s.newProxy(decider, rule, rec, sm.now); err != nil {
+		return err
 	}
-	return err
+	if s.replicas, err = replicas(s.cfg, s.peers, s.proxy, s.logger, sm); err != nil {
+		return err
+	}
+	if s.adminToken, err = adminToken(s.cfg, s.logger); err != nil {
+		return err
+	}
+	purges := admin.New(admin.Options{Purger: s.proxy, Observer: rec, AllowRemote: s.cfg.AdminAllowRemote, Replicas: s.replicas, Token: s.adminToken})
+	// The proxy's writes purge through the admin service, built on it.
+	s.proxy.InvalidateThrough(purges)
+	if s.metrics, err = s.metricsHandler(rec, decider); err != nil {
+		return err
+	}
+	s.server, s.health = s.callersServer()
+	s.peer = s.peerServer()
+	s.admin = adminServer(s.limits, purges)
+	return nil
 }
 
-// replicas returns the other replicas purges are taken to and synced with,
-// which purge p and tell it until when it may serve what it keeps; nil
-// without peers.
-func replicas(cfg config.Settings, links *peerLinks, p *proxy.Proxy, logger *slog.Logger, sm seams) (*admin.Replicas, error) {
-	if links == nil {
-		return nil, nil
-	}
-	return admin.NewReplicas(admin.ReplicasOptions{
-		Target:       cmp.Or(cfg.Replicas, cfg.Peers),
-		Listen:       cfg.PeerListen,
-		Trust:        links.trust,
-		Purger:       p,
-		Hold:         p.CoherentUntil,
-		Logger:       logger,
-		Now:          sm.now,
-		SyncInterval: sm.syncEvery,
-	})
-}
-
-// assemble connects the parts around the backend and peer connections.
-func assemble(cfg config.Settings, logger *slog.Logger, backend *grpc.ClientConn, links *peerLinks, tls *legs, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
+// rules returns the method-kind resolver of s's backend and the policy
+// store, which counts its reloads in rec.
+func (s *Sidecar) rules(rec *metrics.Recorder) (*methodkind.Resolver, *policy.Store, error) {
 	resolver, err := methodkind.NewResolver(methodkind.Options{
-		Backend:           backend,
-		UseReflection:     cfg.Reflection,
-		DescriptorSetPath: cfg.DescriptorSet,
-		UnaryMethods:      cfg.CollapseMethods,
-		Logger:            logger,
+		Backend:           s.backend,
+		UseReflection:     s.cfg.Reflection,
+		DescriptorSetPath: s.cfg.DescriptorSet,
+		UnaryMethods:      s.cfg.Policy.CollapseMethods,
+		Logger:            s.logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("method kinds: %w", err)
+		return nil, nil, fmt.Errorf("method kinds: %w", err)
 	}
-	// The metrics read the proxy's state, the rules and the leases at scrape
-	// time, which starts once Serve runs, after they exist.
-	var p *proxy.Proxy
-	var decider *policy.Decider
-	var others *admin.Replicas
-	registry := metrics.NewRegistry()
-	sources := metrics.Sources{
-		Stats:   func() collapse.Stats { return p.Stats() },
-		Streams: func() replay.Stats { return p.StreamStats() },
-		Methods: func() map[string]policy.Rule { return decider.Rules() },
-		Labels:  labels,
-	}
-	if tr != nil {
-		sources.Traces = tr.Stats
-	}
-	if links != nil {
-		sources.Peers = func() metrics.PeerState {
-			ps := metrics.PeerState{Members: links.ring.Members(), Forwarded: p.Forwarded()}
-			if others != nil {
-				leases := others.Stats()
-				ps.Leases = &leases
-			}
-			return ps
-		}
-	}
-	observer, err := metrics.NewRecorder(registry, sources)
+	store, err := policy.NewStore(s.cfg.Policy, s.cfg.PolicyFile, s.logger, rec)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, nil, err
 	}
-	store, err := policy.NewStore(policy.Defaults{
-		Collapse:              cfg.DefaultCollapse,
-		CacheTTL:              cfg.CacheTTL,
-		StaleWhileRevalidate:  cfg.StaleWhileRevalidate,
-		StaleIfError:          cfg.StaleIfError,
-		MaxTTL:                cfg.MaxTTL,
-		IgnoreCacheControl:    cfg.IgnoreCacheControl,
-		Timeout:               cfg.BackendTimeout,
-		CollapseMethods:       cfg.CollapseMethods,
-		CollapseMethodsSource: config.EnvName("collapse-methods"),
-	}, cfg.PolicyFile, logger, observer)
-	if err != nil {
-		return nil, err
+	return resolver, store, nil
+}
+
+// newProxy returns the proxy of s's backend and peers, which asks decider
+// the rule of each call, keys calls with rule, tells rec what it does,
+// and reads windows on now.
+func (s *Sidecar) newProxy(decider *policy.Decider, rule *requestkey.Rule, rec *metrics.Recorder, now func() time.Time) (*proxy.Proxy, error) {
+	var ring proxy.Peers // a nil *peers.Ring must stay a nil interface
+	if s.peers != nil {
+		ring = s.peers.ring
 	}
-	decider = policy.NewDecider(store, resolver, logger)
-	var peerRing proxy.Peers // a nil *peers.Ring must stay a nil interface
-	if links != nil {
-		peerRing = links.ring
-	}
-	// The proxy's purges on write go through the admin service, which
-	// takes them to every replica; it is built on the proxy, after it.
-	var purges *admin.Service
-	p, err = proxy.New(proxy.Options{
-		Backend:           backend,
-		Peers:             peerRing,
-		Forwarding:        forwarding.New(sm.now),
-		Rules:             decider,
-		KeyRule:           rule,
-		Cache:             cfg.Cache,
-		Streams:           cfg.Streams,
-		MaxBackendCalls:   cfg.MaxBackendCalls,
-		PrivateHeaders:    cfg.PrivateHeaders,
-		ReceiveTimeout:    cfg.ReceiveTimeout,
-		MaxRecvMsgBytes:   cfg.MaxRecvMsgBytes,
-		MaxSendMsgBytes:   cfg.MaxSendMsgBytes,
-		TagsHeader:        cfg.TagsHeader,
-		ForwardTagsHeader: cfg.ForwardTagsHeader,
-		Invalidate: func(ctx context.Context, methods, tags []string) error {
-			return purges.Invalidate(ctx, methods, tags)
-		},
-		Observer:       observer,
-		TracerProvider: tr.TracerProvider(),
-		Logger:         logger,
-		Now:            sm.now,
+	p, err := proxy.New(proxy.Options{
+		Settings:       s.cfg.Proxy,
+		Backend:        s.backend,
+		Peers:          ring,
+		Forwarding:     forwarding.New(now),
+		Rules:          decider,
+		KeyRule:        rule,
+		Observer:       rec,
+		TracerProvider: s.tracing.TracerProvider(),
+		Logger:         s.logger,
+		Now:            now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	others, err = replicas(cfg, links, p, logger, sm)
+	return p, nil
+}
+
+// adminToken reads the token every admin call must carry; nil when cfg
+// names none.
+func adminToken(cfg config.Settings, logger *slog.Logger) (*secretfile.Value, error) {
+	if cfg.AdminTokenFile == "" {
+		return nil, nil
+	}
+	token, err := secretfile.Load(cfg.AdminTokenFile, admin.MinTokenBytes, logger)
 	if err != nil {
+		return nil, fmt.Errorf("admin token (%s): %w", config.EnvName("admin-token-file"), err)
+	}
+	return token, nil
+}
+
+// metricsHandler registers rec's counts and what a scrape reads of the
+// proxy, the rules decider gives, the peers and replicas, and tracing, and
+// returns the handler that serves them with the Go runtime's.
+func (s *Sidecar) metricsHandler(rec *metrics.Recorder, decider *policy.Decider) (http.Handler, error) {
+	src := metrics.Sources{Stats: s.proxy.Stats, Streams: s.proxy.StreamStats, Methods: decider.Rules}
+	if s.tracing != nil {
+		src.Traces = s.tracing.Stats
+	}
+	if s.peers != nil {
+		src.Peers = peerMetrics{ring: s.peers.ring, proxy: s.proxy, replicas: s.replicas}.state
+	}
+	registry := metrics.NewRegistry()
+	if err := metrics.Register(registry, rec, src); err != nil {
 		return nil, err
 	}
-	limits := serverlimits.Limits{
-		MaxConnections:       cfg.MaxConnections,
-		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
-		MaxHeaderBytes:       uint32(cfg.MaxHeaderBytes),
-	}
-	server := grpc.NewServer(slices.Concat(p.ServerOptions(), limits.ServerOptions(), tr.ServerOptions(), tls.callers)...)
-	var peerServer *grpc.Server
-	if links != nil {
-		// Every call on the peer port proves it comes from a replica.
-		peerServer = grpc.NewServer(slices.Concat(p.PeerServerOptions(), limits.ServerOptions(), tr.ServerOptions(),
-			links.trust.ServerOptions())...)
-		admin.NewPeer(p, others).Register(peerServer)
-	}
+	return metrics.Handler(registry), nil
+}
+
+// callersServer returns the server callers call, which serves the proxy,
+// and its health service: NOT_SERVING until the backend is reachable,
+// LivenessService SERVING.
+func (s *Sidecar) callersServer() (*grpc.Server, *health.Server) {
+	server := grpc.NewServer(slices.Concat(s.proxy.ServerOptions(), s.limits.ServerOptions(), s.tracing.ServerOptions(), s.tls.callers)...)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(server, hs)
-	var adminToken *secretfile.Value
-	if cfg.AdminTokenFile != "" {
-		if adminToken, err = secretfile.Load(cfg.AdminTokenFile, admin.MinTokenBytes, logger); err != nil {
-			return nil, fmt.Errorf("admin token (%s): %w", config.EnvName("admin-token-file"), err)
-		}
+	return server, hs
+}
+
+// peerServer returns the server of the peer port, which serves the calls
+// peers forward and their purges; nil without peers.
+func (s *Sidecar) peerServer() *grpc.Server {
+	if s.peers == nil {
+		return nil
 	}
-	purges = admin.New(admin.Options{Purger: p, Observer: observer, AllowRemote: cfg.AdminAllowRemote, Replicas: others, Token: adminToken})
+	// Every call on the peer port proves it comes from a replica.
+	server := grpc.NewServer(slices.Concat(s.proxy.PeerServerOptions(), s.limits.ServerOptions(), s.tracing.ServerOptions(),
+		s.peers.trust.ServerOptions())...)
+	admin.NewPeer(s.proxy, s.replicas).Register(server)
+	return server
+}
+
+// adminServer returns the server of the admin service purges, within
+// limits.
+func adminServer(limits serverlimits.Limits, purges *admin.Service) *grpc.Server {
 	// Every caller is checked before anything of its call is read.
-	adminServer := grpc.NewServer(append(limits.ServerOptions(), purges.Tap())...)
-	purges.Register(adminServer)
-	reflection.Register(adminServer) // grpcurl and friends find the admin service by themselves
-	return &Sidecar{
-		cfg:        cfg,
-		logger:     logger,
-		backend:    backend,
-		tls:        tls,
-		peers:      links,
-		replicas:   others,
-		proxy:      p,
-		resolver:   resolver,
-		policy:     store,
-		limits:     limits,
-		health:     hs,
-		server:     server,
-		peer:       peerServer,
-		admin:      adminServer,
-		adminToken: adminToken,
-		metrics:    metrics.Handler(registry),
-		tracing:    tr,
-	}, nil
-}
-
-// Listeners are where a Sidecar serves.
-type Listeners struct {
-	// GRPC is where callers call; Metrics serves /metrics.
-	GRPC, Metrics net.Listener
-	// Peer is where peers forward calls; required with cfg.Peers, unused
-	// without.
-	Peer net.Listener
-	// Admin is where the admin service (purges) is served; nil: nowhere.
-	Admin net.Listener
-}
-
-// Serve serves on lis until ctx ends or a server fails, then shuts down:
-// health turns NOT_SERVING, no new calls are accepted, and calls in flight
-// get cfg.ShutdownTimeout to finish. Serve releases everything New
-// acquired; a Sidecar serves once.
-func (s *Sidecar) Serve(ctx context.Context, lis Listeners) error {
-	grpcLis, metricsLis := lis.GRPC, lis.Metrics
-	if s.peer != nil && lis.Peer == nil {
-		return errors.New("sidecar: peers are configured but there is no peer listener")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.metrics)
-	mux.Handle(LivezPath, probe(s.health, LivenessService))
-	mux.Handle(ReadyzPath, probe(s.health, ""))
-	metricsServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-
-	var wg sync.WaitGroup
-	failed := make(chan error, 4)
-	wg.Go(func() { s.resolver.Run(ctx) })
-	wg.Go(func() { s.policy.Run(ctx, 0) })
-	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.resolver.Ready, s.logger) })
-	if s.replicas != nil {
-		wg.Go(func() { s.replicas.Run(ctx) })
-		wg.Go(func() { s.peers.trust.Token.Run(ctx, 0) })
-	}
-	if s.adminToken != nil {
-		wg.Go(func() { s.adminToken.Run(ctx, 0) })
-	}
-	wg.Go(func() {
-		if err := s.server.Serve(s.limits.Listener(grpcLis)); err != nil {
-			failed <- fmt.Errorf("serve gRPC on %s: %w", grpcLis.Addr(), err)
-		}
-	})
-	if s.peer != nil {
-		wg.Go(func() {
-			if err := s.peer.Serve(s.limits.Listener(lis.Peer)); err != nil {
-				failed <- fmt.Errorf("serve peers on %s: %w", lis.Peer.Addr(), err)
-			}
-		})
-	}
-	if lis.Admin != nil {
-		wg.Go(func() {
-			if err := s.admin.Serve(netutil.LimitListener(lis.Admin, admin.MaxConnections)); err != nil {
-				failed <- fmt.Errorf("serve the admin service on %s: %w", lis.Admin.Addr(), err)
-			}
-		})
-	}
-	wg.Go(func() {
-		if err := metricsServer.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
-			failed <- fmt.Errorf("serve metrics on %s: %w", metricsLis.Addr(), err)
-		}
-	})
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-failed:
-	}
-	s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
-	s.health.Shutdown()
-	var stops sync.WaitGroup
-	for _, srv := range []*grpc.Server{s.server, s.peer, s.admin} {
-		if srv != nil {
-			stops.Go(func() { s.stopGRPC(srv) })
-		}
-	}
-	stops.Wait()
-	cancel()
-	shutdownCtx, done := context.WithTimeout(context.Background(), time.Second)
-	defer done()
-	if mErr := metricsServer.Shutdown(shutdownCtx); mErr != nil {
-		err = errors.Join(err, fmt.Errorf("stop metrics server: %w", mErr))
-	}
-	wg.Wait()
-	if cErr := s.backend.Close(); cErr != nil {
-		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
-	}
-	s.tls.close()
-	if s.peers != nil {
-		if cErr := s.peers.close(); cErr != nil {
-			err = errors.Join(err, fmt.Errorf("close peer connection: %w", cErr))
-		}
-	}
-	if s.replicas != nil {
-		if cErr := s.replicas.Close(); cErr != nil {
-			err = errors.Join(err, fmt.Errorf("close connections to replicas: %w", cErr))
-		}
-	}
-	// Every call has ended, and its spans with it: the last are exported.
-	if tErr := s.tracing.Shutdown(context.Background()); tErr != nil {
-		err = errors.Join(err, tErr)
-	}
-	return err
-}
-
-// stopGRPC stops srv accepting calls and waits for those in flight, at
-// most cfg.ShutdownTimeout, then cancels the rest.
-func (s *Sidecar) stopGRPC(srv *grpc.Server) {
-	stopped := make(chan struct{})
-	go func() {
-		srv.GracefulStop()
-		close(stopped)
-	}()
-	timer := time.NewTimer(s.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-stopped:
-	case <-timer.C:
-		s.logger.Warn("calls still in flight at the shutdown timeout are cancelled")
-		srv.Stop()
-		<-stopped
-	}
+	server := grpc.NewServer(append(limits.ServerOptions(), purges.Tap())...)
+	purges.Register(server)
+	reflection.Register(server) // grpcurl and friends find the admin service by themselves
+	return server
 }

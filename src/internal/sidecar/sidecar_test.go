@@ -69,7 +69,7 @@ func TestSidecar_HealthFollowsBackend(t *testing.T) {
 func TestSidecar_ShutdownLetsCallsInFlightFinish(t *testing.T) {
 	gate := make(chan struct{})
 	backend := &testkit.Greeter{SayHello: gated(gate)}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.Policy.CollapseMethods = []string{sayHello} })
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	replied := make(chan error, 1)
 	go func() {

@@ -27,10 +27,10 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	backend := &testkit.Greeter{SayHello: gatedFrom(gate, 2)}
 	clock := fakeClock()
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CacheTTL = ttl
-		c.StaleWhileRevalidate = time.Minute
-		c.BackendTimeout = time.Hour // the gate ends the refresh, however long the callers take
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = ttl
+		c.Policy.StaleWhileRevalidate = time.Minute
+		c.Policy.Timeout = time.Hour // the gate ends the refresh, however long the callers take
+		c.Policy.CollapseMethods = []string{sayHello}
 	}, runOn(clock))
 	clients := make([]hellov1.GreeterClient, 4)
 	for i := range clients {
@@ -77,10 +77,10 @@ func answeredThenDown(t *testing.T, clock *testkit.Clock, ttl, window time.Durat
 	t.Helper()
 	backend := &testkit.Greeter{SayHello: greet}
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CacheTTL = ttl
-		c.StaleIfError = window
-		c.BackendTimeout = 500 * time.Millisecond
-		c.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = ttl
+		c.Policy.StaleIfError = window
+		c.Policy.Timeout = 500 * time.Millisecond
+		c.Policy.CollapseMethods = []string{sayHello}
 	}, runOn(clock))
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	good, err := client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "price"})

@@ -56,8 +56,8 @@ func TestSidecar_CallersWithCertificatesThroughToATLSOnlyBackend(t *testing.T) {
 	alice := ca.Issue(t, filepath.Join(dir, "alice"), "alice.shop.svc")
 	bob := ca.Issue(t, filepath.Join(dir, "bob"), "bob.shop.svc")
 	sc := startSidecar(t, backendAddr, func(c *config.Settings) {
-		c.CollapseMethods = []string{sayHello}
-		c.CacheTTL = time.Hour
+		c.Policy.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = time.Hour
 		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = listener.Cert, listener.Key, listener.CA
 		c.BackendTLS, c.BackendTLSCAFile, c.BackendTLSServerName = true, served.CA, "hello.shop.svc"
 	}, dialedWith(tlsCaller(t, ca.PEM(), &alice)))

@@ -96,7 +96,7 @@ func TestTraces_HundredCollapsedCallsLinkToTheLeadersBackendCall(t *testing.T) {
 	r := traced(t)
 	gate := make(chan struct{})
 	backend := &testkit.Greeter{SayHello: gated(gate)}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.CollapseMethods = []string{sayHello} })
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) { c.Policy.CollapseMethods = []string{sayHello} })
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
 	traces := make(map[string]bool, callers) // each caller's own trace
@@ -155,8 +155,8 @@ func TestTraces_HundredCollapsedCallsLinkToTheLeadersBackendCall(t *testing.T) {
 func TestTraces_ACacheHitLinksToTheCallThatProducedItsAnswer(t *testing.T) {
 	r := traced(t)
 	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
-		c.CollapseMethods = []string{sayHello}
-		c.CacheTTL = time.Hour
+		c.Policy.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = time.Hour
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
@@ -182,9 +182,9 @@ func TestTraces_AStaleServeLinksToTheOldCallAndTheRefreshHasItsOwnBackendSpan(t 
 	backend := &testkit.Greeter{SayHello: greet}
 	clock := fakeClock()
 	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
-		c.CollapseMethods = []string{sayHello}
-		c.CacheTTL = ttl
-		c.StaleWhileRevalidate = time.Hour
+		c.Policy.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = ttl
+		c.Policy.StaleWhileRevalidate = time.Hour
 	}, runOn(clock))
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
@@ -262,7 +262,7 @@ func TestTraces_PassthroughSpansHaveNoLink(t *testing.T) {
 		return nil, status.Errorf(codes.NotFound, "no greeting for %s", req.GetName())
 	}
 	sc := startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: refuse}), func(c *config.Settings) {
-		c.DefaultCollapse = policy.Never
+		c.Policy.Collapse = policy.Never
 	})
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))
 	ctx := testkit.Context(t)
