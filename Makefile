@@ -163,6 +163,9 @@ cluster: ## Create the kind cluster "collapser" (KIND_NODE_IMAGE, KIND_CONFIG, K
 deploy: ## Build images, load them into kind, helm upgrade --install with Prometheus + Grafana (GRAFANA=false offline).
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh
 
+deploy-injector: ## Build the sidecar's and injector's images, load them into kind, install the injector alone (README: Put it in front of a service).
+	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy-injector.sh
+
 demo: ## Burst through the Service (helm test): prints the backend's own call count and the collapse ratio.
 	PATH="$(CURDIR)/bin:$$PATH" helm test collapser --namespace collapser --kube-context kind-$(KIND_CLUSTER)
 
@@ -181,4 +184,4 @@ e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: s
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-app-version verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-app-version verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy deploy-injector demo grafana cluster-down e2e local-demo
