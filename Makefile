@@ -164,7 +164,7 @@ deploy: ## Build images, load them into kind, helm upgrade --install with Promet
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh
 
 deploy-injector: ## Build the sidecar's and injector's images, load them into kind, install the injector alone (README: Put it in front of a service).
-	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy-injector.sh
+	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh injector
 
 demo: ## Burst through the Service (helm test): prints the backend's own call count and the collapse ratio.
 	PATH="$(CURDIR)/bin:$$PATH" helm test collapser --namespace collapser --kube-context kind-$(KIND_CLUSTER)
