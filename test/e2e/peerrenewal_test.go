@@ -85,12 +85,7 @@ func (c *injectorChecks) peerRenewal(t *testing.T) {
 		t.Logf("pod %s serves the renewed certificate, %v after the Secret's update", pod.Name, time.Since(renewedAt).Round(time.Second))
 	}
 	close(stop)
-	var n tally
-	select {
-	case n = <-done:
-	case <-time.After(churnBound):
-		t.Fatalf("the bursts did not end within %v", churnBound)
-	}
+	n := endOf(t, done, "the bursts")
 	if n.err != nil {
 		t.Fatal(n.err)
 	}

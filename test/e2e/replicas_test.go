@@ -180,12 +180,7 @@ func checkReplicas(t *testing.T, s settings) {
 			return "", err
 		})
 		k8s.RunKubectl(t, kubectl, "delete", "pod", victim.Name, "--wait=false")
-		var res result
-		select {
-		case res = <-done:
-		case <-time.After(churnBound):
-			t.Fatalf("the burst did not end within %v", churnBound)
-		}
+		res := endOf(t, done, "the burst")
 		if res.err != nil {
 			t.Fatal(res.err)
 		}

@@ -157,3 +157,16 @@ func jsonOf(logs string) string {
 	}
 	return logs
 }
+
+// endOf returns what done sends once what, bursts run on a goroutine of
+// their own, ended; it fails t when they have not within churnBound.
+func endOf[T any](t *testing.T, done <-chan T, what string) T {
+	t.Helper()
+	var v T
+	select {
+	case v = <-done:
+	case <-time.After(churnBound):
+		t.Fatalf("%s did not end within %v", what, churnBound)
+	}
+	return v
+}

@@ -101,6 +101,17 @@ func listed(addrs ...string) func() []string {
 	return func() []string { return addrs }
 }
 
+// leasesRunOut lets nothing happen but time passing on clock, a lease at a
+// time, until the Await that sends on done has seen one pass since it
+// started.
+func leasesRunOut(t *testing.T, clock *testkit.Clock, done <-chan []string) {
+	t.Helper()
+	testkit.WaitFor(t, "Await to settle", func() bool {
+		clock.Advance(Lease)
+		return len(done) > 0
+	})
+}
+
 func TestJournal_AwaitSettlesEachReplica(t *testing.T) {
 	ctx := testkit.Context(t)
 	clock := testkit.NewClock(time.Unix(1e9, 0))
@@ -134,12 +145,7 @@ func TestJournal_AwaitSettlesEachReplica(t *testing.T) {
 			if tt.settle != nil {
 				tt.settle(j, seq)
 			} else {
-				// Nothing happens but time passing: a lease at a time,
-				// until Await has seen one pass since it started.
-				testkit.WaitFor(t, "Await to settle", func() bool {
-					clock.Advance(Lease)
-					return len(done) > 0
-				})
+				leasesRunOut(t, clock, done)
 			}
 			if got := testkit.Recv(t, "Await", done); !slices.Equal(got, tt.missed) {
 				t.Errorf("missed %v, want %v", got, tt.missed)
@@ -162,10 +168,7 @@ func TestJournal_APushedEntrySettlesNoEarlierOne(t *testing.T) {
 		t.Fatalf("Await of the entry pushed = %v, %v; want settled at once", missed, err)
 	}
 	done := awaitAsync(ctx, j, first, []string{"r:1"}, listed("r:1"))
-	testkit.WaitFor(t, "Await of the earlier entry to settle", func() bool {
-		clock.Advance(Lease)
-		return len(done) > 0
-	})
+	leasesRunOut(t, clock, done)
 	if got := testkit.Recv(t, "Await", done); !slices.Equal(got, []string{"r:1"}) {
 		t.Errorf("earlier entry: missed %v, want r:1 (it took only the later entry; its lease ran out)", got)
 	}
