@@ -142,12 +142,14 @@ func checkServingCertificate(t *testing.T, r *rendered, serving *certificate) {
 	if _, ok := r.secrets[serving.Spec.SecretName]; ok {
 		t.Errorf("the chart renders Secret %s, which cert-manager writes", serving.Spec.SecretName)
 	}
-	if len(r.roles) != 0 || len(r.roleBindings) != 0 {
-		t.Errorf("Roles %v, RoleBindings %v: the injector needs no Secret access", r.roles, r.roleBindings)
+	// Its own Secret is its peer CA's only: cert-manager writes the serving one.
+	if role := r.roles[injectorName]; len(r.roles) != 1 || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{injectorName + "-peer-ca"}) {
+		t.Errorf("Roles %v: want access to the injector's peer CA Secret only", r.roles)
 	}
 	rules := r.clusterRoles[injectorName].Rules
-	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"namespaces"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) {
-		t.Errorf("ClusterRole rules %+v, want reading namespaces only", rules)
+	if len(rules) != 2 || !slices.Equal(rules[0].Resources, []string{"namespaces"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) ||
+		!slices.Equal(rules[1].Resources, []string{"secrets"}) || !slices.Equal(rules[1].Verbs, []string{"create", "patch"}) {
+		t.Errorf("ClusterRole rules %+v, want reading namespaces, and creating and patching the Secrets of workloads' peer certificates", rules)
 	}
 }
 

@@ -165,9 +165,10 @@ func TestRender_InjectorIsSafeAndMinimal(t *testing.T) {
 		{"pod.inject.collapser.io", "/inject", "NotIn", true},
 	}
 	for i, w := range cfg.Webhooks {
-		if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+		// Issuing a workload's peer certificate writes its Secret, never on a dry run.
+		if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun ||
 			*w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy || *w.TimeoutSeconds > 10 {
-			t.Errorf("%s: failurePolicy %s, sideEffects %s, reinvocationPolicy %s, timeoutSeconds %d; want Ignore, None, IfNeeded, at most 10",
+			t.Errorf("%s: failurePolicy %s, sideEffects %s, reinvocationPolicy %s, timeoutSeconds %d; want Ignore, NoneOnDryRun, IfNeeded, at most 10",
 				w.Name, *w.FailurePolicy, *w.SideEffects, *w.ReinvocationPolicy, *w.TimeoutSeconds)
 		}
 		if w.Name != want[i].name {
@@ -196,21 +197,52 @@ func TestRender_InjectorIsSafeAndMinimal(t *testing.T) {
 	if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
 		t.Errorf("readiness probe %+v, want /readyz (serving a valid certificate)", p)
 	}
+	// Workloads' peer certificates: Secrets created and patched, none read.
 	rules := r.clusterRoles[injectorName].Rules
-	if len(rules) != 2 || !slices.Equal(rules[0].Resources, []string{"namespaces"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) ||
-		!slices.Equal(rules[1].ResourceNames, []string{injectorName}) {
-		t.Errorf("ClusterRole rules %+v, want get namespaces and its own webhook configuration", rules)
+	if len(rules) != 3 || !slices.Equal(rules[0].Resources, []string{"namespaces"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) ||
+		!slices.Equal(rules[1].ResourceNames, []string{injectorName}) ||
+		!slices.Equal(rules[2].Resources, []string{"secrets"}) || !slices.Equal(rules[2].Verbs, []string{"create", "patch"}) {
+		t.Errorf("ClusterRole rules %+v, want get namespaces, its own webhook configuration, and create and patch Secrets", rules)
 	}
 	role := r.roles[injectorName].Rules
-	if len(role) != 1 || !slices.Equal(role[0].ResourceNames, []string{injectorName + "-tls"}) {
-		t.Errorf("Role rules %+v, want its own Secret only", role)
+	if len(role) != 1 || !slices.Equal(role[0].ResourceNames, []string{injectorName + "-tls", injectorName + "-peer-ca"}) {
+		t.Errorf("Role rules %+v, want its own Secrets only: its certificate's and its peer CA's", role)
 	}
-	if _, ok := r.secrets[injectorName+"-tls"]; !ok {
-		t.Error("no Secret for the injector's certificate")
+	for _, name := range []string{injectorName + "-tls", injectorName + "-peer-ca"} {
+		if _, ok := r.secrets[name]; !ok {
+			t.Errorf("no Secret %s", name)
+		}
+	}
+	if env := envMap(d.Spec.Template.Spec.Containers[0]); env["COLLAPSER_INJECTOR_PEER_CA_SECRET"] != injectorName+"-peer-ca" {
+		t.Errorf("the injector's peer CA Secret is %q, want %s-peer-ca", env["COLLAPSER_INJECTOR_PEER_CA_SECRET"], injectorName)
 	}
 	for _, want := range []string{`collapser.io/inject: "true"`, "kubectl --namespace lab rollout status deployment/" + injectorName, "targetPort at the port named collapser"} {
 		if !strings.Contains(r.notes, want) {
 			t.Errorf("NOTES do not say %q:\n%s", want, r.notes)
 		}
+	}
+}
+
+// TestRender_InjectorWithoutPeerCertificates: with
+// injector.peerCertificates.enabled=false the injector issues none, may
+// write no Secret of a workload, and its webhook has no side effects.
+func TestRender_InjectorWithoutPeerCertificates(t *testing.T) {
+	r := render(t, "", "injector.enabled=true", "injector.peerCertificates.enabled=false")
+	for _, w := range r.mutatingWebhooks[injectorName].Webhooks {
+		if *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("%s: sideEffects %s, want None", w.Name, *w.SideEffects)
+		}
+	}
+	for _, rule := range r.clusterRoles[injectorName].Rules {
+		if slices.Contains(rule.Resources, "secrets") {
+			t.Errorf("ClusterRole rule %+v: the injector may write workloads' Secrets", rule)
+		}
+	}
+	if _, ok := r.secrets[injectorName+"-peer-ca"]; ok {
+		t.Error("a peer CA Secret is rendered without peer certificates")
+	}
+	env := envMap(r.deployments[injectorName].Spec.Template.Spec.Containers[0])
+	if v, set := env["COLLAPSER_INJECTOR_PEER_CA_SECRET"]; !set || v != "" {
+		t.Errorf("COLLAPSER_INJECTOR_PEER_CA_SECRET = %q (set %v), want set and empty: none issued", v, set)
 	}
 }

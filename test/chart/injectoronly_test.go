@@ -25,6 +25,7 @@ func TestRender_InjectorOnlyRendersNothingOfTheChartsOwnPod(t *testing.T) {
 		"PodDisruptionBudget/" + injectorName,
 		"Role/" + injectorName,
 		"RoleBinding/" + injectorName,
+		"Secret/" + injectorName + "-peer-ca",
 		"Secret/" + injectorName + "-tls",
 		"Service/" + injectorName,
 		"ServiceAccount/" + injectorName,

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/collapser/collapser/src/demo"
-	"github.com/collapser/collapser/src/pkitest"
 )
 
 // injectorChecks holds what the injector's subtests share: a namespace of
@@ -30,7 +29,6 @@ type injectorChecks struct {
 	kubectl  *k8s.KubectlOptions // the workloads' namespace
 	release  *k8s.KubectlOptions // the release's namespace: the injector's
 	client   kubernetes.Interface
-	peersCA  *pkitest.CA // issues the peers' certificates
 	injected int         // pods the subtests saw admitted with the sidecar
 	refused  int         // pods the subtests saw refused
 }
@@ -38,8 +36,9 @@ type injectorChecks struct {
 // checkInjector checks the release's sidecar injector on workloads of a
 // namespace of its own, enforcing the restricted Pod Security Standard: a
 // plain Deployment gets the native sidecar and collapses a burst, a Job
-// completes, three replicas with the peers annotation collapse as one and
-// take a renewal of their certificate in place without a failed call, a
+// completes, three replicas with the peers annotation and no certificate of
+// their own get one the injector issues, collapse as one and take the
+// injector's renewal of their certificate in place without a failed call, a
 // pod using the sidecar's ports is refused with the message, admission
 // works after a forced certificate renewal, the injector counted it all,
 // and with no injector a pod starts without the sidecar, visibly. The
@@ -53,10 +52,9 @@ func checkInjector(t *testing.T, s settings, release *k8s.KubectlOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client, peersCA: newCA(t, peersTLS+" CA")}
-	c.create(t, helloDeployment(s, helloApp, 1, nil), helloService(helloApp),
-		peerTokenSecret(peersToken), peerTLSSecret(t, c.peersCA, peersTLS, kubectl.Namespace),
-		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken, annotationPeerTLSSecret: peersTLS}),
+	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client}
+	c.create(t, helloDeployment(s, helloApp, 1, nil), helloService(helloApp), peerTokenSecret(peersToken),
+		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken}),
 		helloService(peersApp), headlessPeersService(peersService, peersApp))
 
 	t.Run("a plain Deployment gets the native sidecar and a burst through its Service makes one backend call", c.deploymentBurst)
@@ -121,8 +119,9 @@ func (c *injectorChecks) jobCompletes(t *testing.T) {
 }
 
 // peersCollapse checks that the three replicas with the peers annotation
-// have the peer port, and that a burst spread over them through their
-// Service makes one backend call in total, by the backends' own counts.
+// have the peer port and the certificate the injector issued them, and
+// that a burst spread over them through their Service makes one backend
+// call in total, by the backends' own counts.
 func (c *injectorChecks) peersCollapse(t *testing.T) {
 	pods := waitForPods(t, c.kubectl, appSelector(peersApp), replicas)
 	for _, pod := range pods {
@@ -142,6 +141,7 @@ func (c *injectorChecks) peersCollapse(t *testing.T) {
 			t.Errorf("the sidecar of pod %s reads %d peer TLS files, want 3 (certificate, key, CA): %+v", pod.Name, tlsFiles, sidecar.Env)
 		}
 	}
+	c.checkIssuedPeerCertificate(t)
 	waitForEndpoints(t, c.kubectl, peersService, replicas)
 	waitForEndpoints(t, c.kubectl, peersApp, replicas)
 	checkCollapsing(t, c.kubectl, appSelector(peersApp))

@@ -2,16 +2,12 @@ package e2e
 
 import (
 	"crypto/rand"
-	"os"
-	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/collapser/collapser/src/pkitest"
 )
 
 // The workloads of the injector's subtests: the hello backend's image in
@@ -29,8 +25,9 @@ const (
 	// every call between them carries.
 	peersToken = peersApp + "-peer-token"
 	// peersTLS is the Secret of the peers' certificate, key and CA
-	// (tls.crt, tls.key, ca.crt): they call each other over mutual TLS.
-	peersTLS = peersApp + "-peer-tls"
+	// (tls.crt, tls.key, ca.crt) that the injector issues them
+	// (inject.PeerSecretName): they call each other over mutual TLS.
+	peersTLS = "collapser-peer-tls-" + peersService
 	// probeApp labels the pods that only show what admission did to them:
 	// no Service selects them.
 	probeApp = "admission-probe"
@@ -42,7 +39,6 @@ const (
 	annotationInject          = "collapser.io/inject"
 	annotationPeers           = "collapser.io/peers"
 	annotationPeerTokenSecret = "collapser.io/peer-token-secret"
-	annotationPeerTLSSecret   = "collapser.io/peer-tls-secret"
 	sidecarName               = "collapser"      // the chart's sidecar container's name
 	sidecarPort               = "collapser"      // the injected gRPC port a Service targets
 	sidecarPeerPort           = "collapser-peer" // the injected peer port
@@ -124,44 +120,6 @@ func peerTokenSecret(name string) *corev1.Secret {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		StringData: map[string]string{"token": rand.Text() + rand.Text()},
 	}
-}
-
-// peerTLSSecret is the Secret name of a workload's peer certificate, key
-// and CA (a cert-manager Certificate's layout), issued by ca for the
-// identity peerIdentity(namespace, name): each call issues a new
-// certificate and key, as a renewal does.
-func peerTLSSecret(t *testing.T, ca *pkitest.CA, name, namespace string) *corev1.Secret {
-	t.Helper()
-	f := issuePeer(t, ca, name, namespace)
-	data := map[string][]byte{}
-	for key, path := range map[string]string{"tls.crt": f.Cert, "tls.key": f.Key, "ca.crt": f.CA} {
-		var err error
-		if data[key], err = os.ReadFile(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeTLS, Data: data}
-}
-
-// issuePeer issues, with ca, a certificate and key of the peers whose
-// Secret is name in namespace, into files of the test's own.
-func issuePeer(t *testing.T, ca *pkitest.CA, name, namespace string) pkitest.Files {
-	t.Helper()
-	f, err := ca.Issue(t.TempDir(), "spiffe://cluster.local/ns/"+namespace+"/"+name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// newCA makes a CA of the test's own, named name.
-func newCA(t *testing.T, name string) *pkitest.CA {
-	t.Helper()
-	ca, err := pkitest.NewCA(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
 }
 
 // helloService is the Service in front of app's pods: its gRPC port

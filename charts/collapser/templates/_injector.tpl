@@ -15,6 +15,13 @@ by cert-manager with injector.certManager.enabled.
 {{- end }}
 
 {{/*
+The Secret of the CA of injected workloads' peer certificates, which the injector keeps.
+*/}}
+{{- define "collapser.injectorPeerCASecret" -}}
+{{- printf "%s-peer-ca" (include "collapser.injectorName" .) }}
+{{- end }}
+
+{{/*
 The DNS names the API server may call the injector's Service by: the serving
 certificate's names, the same list the injector checks a certificate against
 (src/cmd/collapser-injector, settings.dnsNames).

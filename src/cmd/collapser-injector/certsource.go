@@ -44,3 +44,19 @@ func newCertSource(s settings, c client.Client, logger *slog.Logger) (certSource
 	}
 	return rotator, nil
 }
+
+// newPeerCerts returns the issuer of workloads' peer certificates, whose CA
+// is kept in --peer-ca-secret and whose identities are in trustDomain (the
+// cluster's domain), or nil when --peer-ca-secret is empty.
+func newPeerCerts(s settings, trustDomain string, c client.Client, logger *slog.Logger) (*certs.Peers, error) {
+	if s.PeerCASecret == "" {
+		return nil, nil
+	}
+	return certs.NewPeers(c, certs.PeersOptions{
+		CASecret:     types.NamespacedName{Namespace: s.Namespace, Name: s.PeerCASecret},
+		TrustDomain:  trustDomain,
+		CAValidity:   s.PeerCAValidity,
+		CertValidity: s.PeerCertValidity,
+		TrustLead:    peerTrustLead,
+	}, logger)
+}

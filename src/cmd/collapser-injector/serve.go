@@ -55,6 +55,10 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 	if err != nil {
 		return err
 	}
+	peerCerts, err := newPeerCerts(s, tmpl.ClusterDomain, c, logger)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := webhook.NewMetrics(reg)
@@ -64,8 +68,12 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 
 	mux := http.NewServeMux()
 	injector := inject.Injector{Template: tmpl, Mode: mode}
-	mux.Handle(WebhookPath, webhook.New(injector, c, metrics, logger))
-	mux.Handle(NamespaceWebhookPath, webhook.New(injector, webhook.OptedIn, metrics, logger))
+	var issuer webhook.PeerIssuer // a nil *certs.Peers must stay a nil interface
+	if peerCerts != nil {
+		issuer = peerCerts
+	}
+	mux.Handle(WebhookPath, webhook.New(injector, c, issuer, metrics, logger))
+	mux.Handle(NamespaceWebhookPath, webhook.New(injector, webhook.OptedIn, issuer, metrics, logger))
 	webhookServer := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -75,7 +83,11 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 	ops := http.NewServeMux()
 	ops.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	ops.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := certificate.Ready(); err != nil {
+		err := certificate.Ready()
+		if err == nil && peerCerts != nil {
+			err = peerCerts.Ready()
+		}
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -89,6 +101,9 @@ func serve(ctx context.Context, s settings, c client.Client, mode inject.Mode, l
 	certifying, stopCertifying := context.WithCancel(ctx)
 	defer stopCertifying()
 	wg.Go(func() { certificate.Run(certifying, s.CertCheck) })
+	if peerCerts != nil {
+		wg.Go(func() { peerCerts.Run(certifying, s.CertCheck) })
+	}
 	wg.Go(func() { errs <- ignoreClosed(webhookServer.ServeTLS(lis.webhook, "", "")) })
 	wg.Go(func() { errs <- ignoreClosed(opsServer.Serve(lis.ops)) })
 	logger.Info("collapser-injector serving", "webhook", lis.webhook.Addr().String(), "ops", lis.ops.Addr().String(), "native_sidecar", mode == inject.Native, "cert_dir", s.CertDir)

@@ -35,12 +35,14 @@ import (
 
 // TestServe_InjectsOverTLSOnceReady runs the injector against a fake API
 // server: it becomes ready once it serves a certificate its webhook
-// configuration trusts, injects a pod over that TLS, counts it, and stops
+// configuration trusts and holds a peer CA, injects a pod with peers over
+// that TLS, issues its workload's peer certificate, counts it, and stops
 // when its context ends.
 func TestServe_InjectsOverTLSOnceReady(t *testing.T) {
 	s := injectorSettings(t)
 	c := fake.NewClientBuilder().WithObjects(
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "collapser", Name: s.Secret}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "collapser", Name: s.PeerCASecret}},
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.WebhookConfig}, Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "inject.collapser.io"}}},
 	).Build()
 	inj := startServe(t, s, c)
@@ -54,9 +56,14 @@ func TestServe_InjectsOverTLSOnceReady(t *testing.T) {
 	if !roots.AppendCertsFromPEM(cfg.Webhooks[0].ClientConfig.CABundle) {
 		t.Fatal("the webhook configuration has no caBundle")
 	}
-	resp := admit(t, testkit.Context(t), inj.webhook, s.dnsNames()[0], roots)
+	peers := map[string]string{inject.AnnotationInject: "true", inject.AnnotationPeers: "app-pods", inject.AnnotationPeerTokenSecret: "app-token"}
+	resp := admit(t, testkit.Context(t), inj.webhook, s.dnsNames()[0], roots, peers)
 	if !resp.Allowed || len(resp.Patch) == 0 {
-		t.Errorf("admission allowed %v, patch %s; want the sidecar", resp.Allowed, resp.Patch)
+		t.Errorf("admission allowed %v, patch %s, %+v; want the sidecar", resp.Allowed, resp.Patch, resp.Result)
+	}
+	var issued corev1.Secret
+	if err := c.Get(testkit.Context(t), types.NamespacedName{Namespace: "team", Name: inject.PeerSecretName("app-pods")}, &issued); err != nil || len(issued.Data[corev1.TLSCertKey]) == 0 {
+		t.Errorf("the workload's peer certificate: %v, %v", issued.Data, err)
 	}
 	metrics := body(t, inj.ops+"/metrics")
 	if !strings.Contains(metrics, `collapser_injector_admissions_total{result="injected"} 1`) {
@@ -70,10 +77,11 @@ func TestServe_InjectsOverTLSOnceReady(t *testing.T) {
 // TestServe_CertDirServesTheMountedCertificateAndWritesNothing: with
 // --cert-dir the injector is unready until the issuer's files are there,
 // then serves them within a check interval, and never writes to the API
-// server (cert-manager keeps the Secret and the caBundle).
+// server (cert-manager keeps the Secret and the caBundle), when it issues
+// no peer certificates either.
 func TestServe_CertDirServesTheMountedCertificateAndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
-	s := injectorSettings(t, "--cert-dir="+dir, "--cert-check-interval=10ms")
+	s := injectorSettings(t, "--cert-dir="+dir, "--cert-check-interval=10ms", "--peer-ca-secret=")
 	var writes atomic.Int32
 	refuse := func(obj client.Object) error {
 		writes.Add(1)
@@ -99,7 +107,7 @@ func TestServe_CertDirServesTheMountedCertificateAndWritesNothing(t *testing.T) 
 	testkit.WaitFor(t, "/readyz 200", func() bool { return get(t, inj.ops+"/readyz") == http.StatusOK })
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca)
-	resp := admit(t, testkit.Context(t), inj.webhook, s.dnsNames()[0], roots)
+	resp := admit(t, testkit.Context(t), inj.webhook, s.dnsNames()[0], roots, map[string]string{inject.AnnotationInject: "true"})
 	if !resp.Allowed || len(resp.Patch) == 0 {
 		t.Errorf("admission allowed %v, patch %s; want the sidecar", resp.Allowed, resp.Patch)
 	}
@@ -222,12 +230,12 @@ func body(t *testing.T, url string) string {
 	return string(b)
 }
 
-// admit posts an annotated pod's AdmissionReview over TLS, trusting roots
-// for serverName, as the API server does.
-func admit(t *testing.T, ctx context.Context, url, serverName string, roots *x509.CertPool) *admissionv1.AdmissionResponse {
+// admit posts the AdmissionReview of a pod with annotations over TLS,
+// trusting roots for serverName, as the API server does.
+func admit(t *testing.T, ctx context.Context, url, serverName string, roots *x509.CertPool, annotations map[string]string) *admissionv1.AdmissionResponse {
 	t.Helper()
 	pod, err := json.Marshal(corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{inject.AnnotationInject: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Annotations: annotations},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}},
 	})
 	if err != nil {

@@ -26,38 +26,44 @@ const (
 
 // settings are the injector's settings: flags over environment variables over defaults.
 type settings struct {
-	Listen          string        // HTTPS address of the webhook
-	OpsListen       string        // HTTP address of /metrics, /readyz and /livez
-	Template        string        // path of the sidecar template the chart renders
-	SidecarMode     string        // auto, native or container
-	Namespace       string        // the injector's namespace: its Secret's and Service's
-	CertDir         string        // files of a certificate another issuer keeps; "": the injector's own CA
-	Secret          string        // Secret holding the injector's own CA and certificate
-	Service         string        // Service the API server calls
-	WebhookConfig   string        // MutatingWebhookConfiguration whose caBundle the injector sets
-	CertValidity    time.Duration // of each CA and serving certificate of its own
-	CertCheck       time.Duration // how often the certificate is renewed or read again
-	ShutdownTimeout time.Duration
-	LogLevel        slog.Level
-	LogFormat       string // "json" or "text"
+	Listen           string        // HTTPS address of the webhook
+	OpsListen        string        // HTTP address of /metrics, /readyz and /livez
+	Template         string        // path of the sidecar template the chart renders
+	SidecarMode      string        // auto, native or container
+	Namespace        string        // the injector's namespace: its Secret's and Service's
+	CertDir          string        // files of a certificate another issuer keeps; "": the injector's own CA
+	Secret           string        // Secret holding the injector's own CA and certificate
+	Service          string        // Service the API server calls
+	WebhookConfig    string        // MutatingWebhookConfiguration whose caBundle the injector sets
+	CertValidity     time.Duration // of each CA and serving certificate of its own
+	CertCheck        time.Duration // how often the certificate is renewed or read again
+	PeerCASecret     string        // Secret holding the CA of workloads' peer certificates; "": none issued
+	PeerCertValidity time.Duration // of each workload's peer certificate
+	PeerCAValidity   time.Duration // of each peer CA
+	ShutdownTimeout  time.Duration
+	LogLevel         slog.Level
+	LogFormat        string // "json" or "text"
 }
 
 // parseSettings returns the settings given by args over the environment
 // read through lookup, over the defaults. Usage goes to out.
 func parseSettings(args []string, lookup envflag.Lookup, out io.Writer) (settings, error) {
 	s := settings{
-		Listen:          ":8443",
-		OpsListen:       ":8080",
-		Template:        "/etc/collapser-injector/sidecar.yaml",
-		SidecarMode:     modeAuto,
-		Secret:          "collapser-injector-tls",
-		Service:         "collapser-injector",
-		WebhookConfig:   "collapser-injector",
-		CertValidity:    certs.DefaultValidity,
-		CertCheck:       certs.DefaultCheckInterval,
-		ShutdownTimeout: 15 * time.Second,
-		LogLevel:        slog.LevelInfo,
-		LogFormat:       command.LogJSON,
+		Listen:           ":8443",
+		OpsListen:        ":8080",
+		Template:         "/etc/collapser-injector/sidecar.yaml",
+		SidecarMode:      modeAuto,
+		Secret:           "collapser-injector-tls",
+		Service:          "collapser-injector",
+		WebhookConfig:    "collapser-injector",
+		CertValidity:     certs.DefaultValidity,
+		CertCheck:        certs.DefaultCheckInterval,
+		PeerCASecret:     "collapser-injector-peer-ca",
+		PeerCertValidity: certs.DefaultPeerCertValidity,
+		PeerCAValidity:   certs.DefaultPeerCAValidity,
+		ShutdownTimeout:  15 * time.Second,
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        command.LogJSON,
 	}
 	fs := flag.NewFlagSet("collapser-injector", flag.ContinueOnError)
 	fs.Usage = envflag.Usage(fs, envPrefix, "sidecar-mode")
@@ -72,6 +78,9 @@ func parseSettings(args []string, lookup envflag.Lookup, out io.Writer) (setting
 	fs.StringVar(&s.WebhookConfig, "webhook-config", s.WebhookConfig, "`name` of the MutatingWebhookConfiguration whose caBundle the injector sets to its own CA")
 	fs.DurationVar(&s.CertValidity, "cert-validity", s.CertValidity, "validity of each CA and serving certificate of the injector's own; renewed when two thirds have passed")
 	fs.DurationVar(&s.CertCheck, "cert-check-interval", s.CertCheck, "how often the certificate is checked for renewal and another replica's renewal picked up, or, with --cert-dir, its files read again")
+	fs.StringVar(&s.PeerCASecret, "peer-ca-secret", s.PeerCASecret, "`name` of the Secret, in the injector's namespace, holding the CA that signs the peer certificates the injector issues: a pod that names collapser.io/peers and no collapser.io/peer-tls-secret gets its workload's, in a Secret collapser-peer-tls-<peers> of its namespace, renewed every --cert-check-interval when due. Empty: none issued, and such a pod is refused")
+	fs.DurationVar(&s.PeerCertValidity, "peer-cert-validity", s.PeerCertValidity, "validity of each workload's peer certificate; renewed when two thirds have passed")
+	fs.DurationVar(&s.PeerCAValidity, "peer-ca-validity", s.PeerCAValidity, "validity of each peer CA; a new one is made when two thirds have passed, trusted at once and signing an hour later")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "how long admissions in flight may take to finish after SIGTERM")
 	command.LogFlags(fs, &s.LogLevel, &s.LogFormat)
 	if err := envflag.Apply(fs, envPrefix, lookup); err != nil {
@@ -109,9 +118,19 @@ func (s settings) validate() error {
 		check(s.CertValidity > 0, "cert-validity", "must be positive, got %v", s.CertValidity)
 		check(s.CertCheck > 0 && s.CertCheck < s.CertValidity/3, "cert-check-interval", "must be positive and under a third of --cert-validity (%v), so the renewal happens before expiry, got %v", s.CertValidity, s.CertCheck)
 	}
+	if s.PeerCASecret != "" {
+		check(s.PeerCertValidity > 0, "peer-cert-validity", "must be positive, got %v", s.PeerCertValidity)
+		check(s.PeerCAValidity >= 3*(s.PeerCertValidity+peerTrustLead), "peer-ca-validity", "must be at least three times --peer-cert-validity and an hour (%v), got %v", 3*(s.PeerCertValidity+peerTrustLead), s.PeerCAValidity)
+		check(s.CertCheck > 0 && s.CertCheck <= peerTrustLead/4, "cert-check-interval", "must be positive and at most %v with --peer-ca-secret, so that a new peer CA reaches every workload before it signs, got %v", peerTrustLead/4, s.CertCheck)
+	}
 	check(s.ShutdownTimeout >= 0, "shutdown-timeout", "must not be negative, got %v", s.ShutdownTimeout)
 	return errors.Join(errs...)
 }
+
+// peerTrustLead is how long a new peer CA is trusted before it signs: the
+// next --cert-check-interval writes it into every workload's Secret, and
+// the kubelet takes a minute or two to update the pods' volumes.
+const peerTrustLead = time.Hour
 
 // dnsNames are the names the API server may call the Service by.
 func (s settings) dnsNames() []string {

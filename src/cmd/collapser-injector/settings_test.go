@@ -30,8 +30,15 @@ func TestParseSettings(t *testing.T) {
 			func(s settings) bool { return s.CertValidity == 3*time.Minute && s.CertCheck == 10*time.Second }, ""},
 		{"certificate files", []string{"--cert-dir=/etc/tls", "--secret=", "--webhook-config="}, ns,
 			func(s settings) bool { return s.CertDir == "/etc/tls" && s.CertCheck == certs.DefaultCheckInterval }, ""},
-		{"certificate files read again every hour", []string{"--cert-dir=/etc/tls", "--cert-validity=1h", "--cert-check-interval=1h"}, ns,
+		{"certificate files read again every hour", []string{"--cert-dir=/etc/tls", "--cert-validity=1h", "--cert-check-interval=1h", "--peer-ca-secret="}, ns,
 			func(s settings) bool { return s.CertCheck == time.Hour }, ""},
+		{"peer certificates by default", nil, ns, func(s settings) bool {
+			return s.PeerCASecret == "collapser-injector-peer-ca" && s.PeerCertValidity == certs.DefaultPeerCertValidity && s.PeerCAValidity == certs.DefaultPeerCAValidity
+		}, ""},
+		{"checks too rare for a new peer CA", []string{"--cert-dir=/etc/tls", "--cert-check-interval=1h"}, ns, nil,
+			"--cert-check-interval (COLLAPSER_INJECTOR_CERT_CHECK_INTERVAL): must be positive and at most 15m0s with --peer-ca-secret"},
+		{"peer CA too short", []string{"--peer-cert-validity=720h", "--peer-ca-validity=1000h"}, ns, nil,
+			"--peer-ca-validity (COLLAPSER_INJECTOR_PEER_CA_VALIDITY): must be at least three times --peer-cert-validity and an hour"},
 		{"no secret of its own", []string{"--secret="}, ns, nil, "--secret (COLLAPSER_INJECTOR_SECRET): must be set without --cert-dir"},
 		{"no namespace", nil, nil, nil, "--namespace (COLLAPSER_INJECTOR_NAMESPACE): must be set"},
 		{"bad mode", []string{"--sidecar-mode=sidecar"}, ns, nil, `--sidecar-mode (COLLAPSER_INJECTOR_SIDECAR_MODE): must be auto, native or container, got "sidecar"`},

@@ -51,7 +51,9 @@ const (
 	// into the sidecar, with AnnotationPeers: the replicas call each other
 	// over mutual TLS, each accepting only a certificate the CA signed that
 	// carries the identity of its own (its first URI SAN, else its first
-	// DNS SAN). Default: plain text between the replicas, with the token.
+	// DNS SAN). Default: a certificate the injector issues for the workload
+	// (Injector.PeerCertificates), with the identity of its namespace and
+	// peers Service, in the Secret PeerSecretName names.
 	AnnotationPeerTLSSecret = prefix + "peer-tls-secret"
 	// AnnotationTLSSecret names a Secret in the pod's namespace with tls.crt
 	// and tls.key (kubernetes.io/tls), mounted into the sidecar at tlsDir:

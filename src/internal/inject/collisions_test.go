@@ -85,7 +85,7 @@ func TestInject_AdminPortCollisions(t *testing.T) {
 			}
 			pod := appPod(tt.annotations)
 			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{tt.appPort}
-			res, err := Injector{Template: tmpl}.Inject(pod, "team", nil)
+			res, err := Injector{Template: tmpl, PeerCertificates: true}.Inject(pod, "team", nil)
 			switch {
 			case tt.want == "" && (err != nil || len(res.Patch) == 0):
 				t.Errorf("Inject = %+v, %v; want the sidecar injected", res, err)

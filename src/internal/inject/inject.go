@@ -6,7 +6,11 @@
 // token and TLS, TLS to callers and to the backend, policy, cache TTL). A
 // pod with peers must name the Secret of its peer token
 // (AnnotationPeerTokenSecret): every call between replicas carries it, so a
-// pod that names peers without it is refused.
+// pod that names peers without it is refused. Its replicas call each other
+// over mutual TLS: with the certificate of AnnotationPeerTLSSecret, or else
+// with one the injector issues for the workload (Result.PeerCertificate,
+// in the Secret PeerSecretName names); a pod that names neither when the
+// injector issues none is refused.
 //
 // Nothing is intercepted: callers reach the sidecar through the workload's
 // Service, whose targetPort names PortName. The app's probes are not
@@ -37,6 +41,8 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/collapser/collapser/src/internal/inject/certs"
 )
 
 // The names of the injected sidecar's ports: unique in the pod, so that a
@@ -95,6 +101,9 @@ const (
 type Injector struct {
 	Template Template
 	Mode     Mode
+	// PeerCertificates says that the injector issues the peer certificate
+	// of a workload whose pods name peers and no AnnotationPeerTLSSecret.
+	PeerCertificates bool
 }
 
 // Result is what injection does to one pod.
@@ -104,7 +113,15 @@ type Result struct {
 	Patch []jsonpatch.Operation
 	// Warnings are notes for whoever creates the pod.
 	Warnings []string
+	// PeerCertificate, when set, is the peer certificate the patch mounts
+	// and the injector must issue before the pod is admitted.
+	PeerCertificate *certs.PeerRequest
 }
+
+// PeerSecretName is the name of the Secret, in the workload's namespace,
+// of the peer certificate the injector issues for the replicas whose peers
+// Service is peers.
+func PeerSecretName(peers string) string { return "collapser-peer-tls-" + peers }
 
 // Rejection is why a pod must not be created as it is: each reason names
 // the annotation to change and the values it accepts.
@@ -128,6 +145,14 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 		return Result{Warnings: []string{"the pod uses the node's network (hostNetwork): the collapser sidecar is not injected, since its ports and its admin service would be the node's"}}, nil
 	}
 	s, rejections, warnings := parseSettings(pod.Annotations)
+	var issue *certs.PeerRequest
+	if s.peers != "" && s.peerTLS == "" {
+		if !in.PeerCertificates {
+			rejections = append(rejections, fmt.Sprintf("annotation %s needs %s: replicas call each other over mutual TLS, and this injector issues no peer certificates", AnnotationPeers, AnnotationPeerTLSSecret))
+		}
+		s.peerTLS = PeerSecretName(s.peers)
+		issue = &certs.PeerRequest{Namespace: namespace, Service: s.peers, Secret: s.peerTLS}
+	}
 	if len(rejections) > 0 {
 		return Result{}, &Rejection{Reasons: rejections}
 	}
@@ -161,7 +186,7 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 	for i, v := range volumes {
 		patch = append(patch, appendOp("/spec/volumes", len(pod.Spec.Volumes)+i, v))
 	}
-	return Result{Patch: patch, Warnings: warnings}, nil
+	return Result{Patch: patch, Warnings: warnings, PeerCertificate: issue}, nil
 }
 
 // secretVolume is the volume name of the Secret secret's keys, each a file

@@ -14,6 +14,7 @@ import (
 	psapolicy "k8s.io/pod-security-admission/policy"
 
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/inject/certs"
 	sidecarpkg "github.com/collapser/collapser/src/internal/sidecar"
 )
 
@@ -32,7 +33,7 @@ func TestInject_OptIn(t *testing.T) {
 		{"namespace enabled, pod opts out", map[string]string{AnnotationInject: "false"}, enabled, false},
 		{"namespace label other than enabled", nil, map[string]string{NamespaceLabel: "disabled"}, false},
 	}
-	in := Injector{Template: testTemplate(t)}
+	in := Injector{Template: testTemplate(t), PeerCertificates: true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := in.Inject(appPod(tt.annotations), "team", tt.nsLabels)
@@ -53,7 +54,7 @@ func TestInject_Native(t *testing.T) {
 	tmpl := testTemplate(t)
 	pod := appPod(optIn)
 	pod.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "example/migrate:1"}}
-	res, err := Injector{Template: tmpl}.Inject(pod, "team", nil)
+	res, err := Injector{Template: tmpl, PeerCertificates: true}.Inject(pod, "team", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestInject_Ordinary(t *testing.T) {
 // (reinvocationPolicy IfNeeded): the pod is left as it is.
 func TestInject_AlreadyInjected(t *testing.T) {
 	for _, mode := range []Mode{Native, Ordinary} {
-		in := Injector{Template: testTemplate(t), Mode: mode}
+		in := Injector{Template: testTemplate(t), Mode: mode, PeerCertificates: true}
 		pod := appPod(with(AnnotationPolicy, "rules", AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token"))
 		res, err := in.Inject(pod, "team", nil)
 		if err != nil {
@@ -178,14 +179,14 @@ func TestInject_Annotations(t *testing.T) {
 			if got := env(c, envPeerTokenFile); got != "/etc/collapser/peer-token/token" {
 				t.Errorf("%s = %q", envPeerTokenFile, got)
 			}
-			wantMount := corev1.VolumeMount{Name: peerTokenVolume, MountPath: "/etc/collapser/peer-token", ReadOnly: true}
-			if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{wantMount}) {
-				t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, wantMount)
-			}
-			if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Secret == nil || pod.Spec.Volumes[0].Secret.SecretName != "app-peer-token" ||
-				!reflect.DeepEqual(pod.Spec.Volumes[0].Secret.Items, []corev1.KeyToPath{{Key: "token", Path: "token"}}) {
-				t.Errorf("volumes = %+v, want the Secret app-peer-token's key token", pod.Spec.Volumes)
-			}
+			assertMount(t, c, peerTokenVolume, "/etc/collapser/peer-token")
+			assertSecretVolume(t, pod, peerTokenVolume, "app-peer-token", "token")
+		}},
+		{"peers, their certificate issued", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
+			// The certificate the injector issues for the workload.
+			assertEnv(t, c, map[string]string{envPeerTLSCert: "/etc/collapser/peer-tls/tls.crt", envPeerTLSKey: "/etc/collapser/peer-tls/tls.key", envPeerTLSCA: "/etc/collapser/peer-tls/ca.crt"})
+			assertMount(t, c, peerTLSVolume, "/etc/collapser/peer-tls")
+			assertSecretVolume(t, pod, peerTLSVolume, "collapser-peer-tls-app-pods", "tls.crt", "tls.key", "ca.crt")
 		}},
 		{"peers and peer-tls-secret", with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPeerTLSSecret, "app-peer-tls"), func(t *testing.T, pod *corev1.Pod, c corev1.Container) {
 			assertEnv(t, c, map[string]string{envPeerTLSCert: "/etc/collapser/peer-tls/tls.crt", envPeerTLSKey: "/etc/collapser/peer-tls/tls.key", envPeerTLSCA: "/etc/collapser/peer-tls/ca.crt"})
@@ -271,7 +272,7 @@ func TestInject_Annotations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := appPod(tt.annotations)
 			pod.Spec.Containers[0].Ports[0].ContainerPort = 8080 // declared: no warning
-			res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+			res, err := Injector{Template: testTemplate(t), PeerCertificates: true}.Inject(pod, "team", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,8 +309,8 @@ func assertEnv(t *testing.T, c corev1.Container, want map[string]string) {
 func assertMount(t *testing.T, c corev1.Container, name, dir string) {
 	t.Helper()
 	want := corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true}
-	if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{want}) {
-		t.Errorf("volumeMounts = %+v, want %+v", c.VolumeMounts, want)
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return reflect.DeepEqual(m, want) }) {
+		t.Errorf("volumeMounts = %+v, want %+v among them", c.VolumeMounts, want)
 	}
 }
 
@@ -357,7 +358,7 @@ func assertHTTPProbes(t *testing.T, c corev1.Container, metricsPort int) {
 func TestInject_PolicyVolumeAppended(t *testing.T) {
 	pod := appPod(with(AnnotationPolicy, "app-policy"))
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+	res, err := Injector{Template: testTemplate(t), PeerCertificates: true}.Inject(pod, "team", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +401,7 @@ func TestInject_Rejections(t *testing.T) {
 
 func assertRejected(t *testing.T, pod *corev1.Pod, want string) {
 	t.Helper()
-	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+	res, err := Injector{Template: testTemplate(t), PeerCertificates: true}.Inject(pod, "team", nil)
 	var rejection *Rejection
 	if !errors.As(err, &rejection) || !strings.Contains(err.Error(), want) {
 		t.Errorf("Inject = %+v, %v; want a rejection containing %q", res, err, want)
@@ -428,7 +429,7 @@ func TestInject_Warnings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := Injector{Template: testTemplate(t)}.Inject(appPod(tt.annotations), "team", nil)
+			res, err := Injector{Template: testTemplate(t), PeerCertificates: true}.Inject(appPod(tt.annotations), "team", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -459,7 +460,7 @@ func TestInject_PodSecurityRestricted(t *testing.T) {
 		AnnotationTLSSecret, "app-tls", AnnotationTLSClientCA, "true", AnnotationBackendTLS, "true", AnnotationBackendTLSServerName, "app.team.svc", AnnotationBackendTLSCASecret, "app-ca"))
 	check(t, pod)
 	for _, mode := range []Mode{Native, Ordinary} {
-		res, err := Injector{Template: testTemplate(t), Mode: mode}.Inject(pod, "team", nil)
+		res, err := Injector{Template: testTemplate(t), Mode: mode, PeerCertificates: true}.Inject(pod, "team", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,8 +554,31 @@ func TestProbePaths_AreTheSidecars(t *testing.T) {
 func TestInject_SkipsAPodOnTheNodesNetwork(t *testing.T) {
 	pod := appPod(optIn)
 	pod.Spec.HostNetwork = true
-	res, err := Injector{Template: testTemplate(t)}.Inject(pod, "team", nil)
+	res, err := Injector{Template: testTemplate(t), PeerCertificates: true}.Inject(pod, "team", nil)
 	if err != nil || len(res.Patch) != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "hostNetwork") {
 		t.Errorf("Inject of a hostNetwork pod = %+v, %v; want no patch and a warning naming hostNetwork", res, err)
+	}
+}
+
+func TestInject_PeersWithoutACertificateOfTheirOwnGetOneIssued(t *testing.T) {
+	peers := with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token")
+	res, err := Injector{Template: testTemplate(t), PeerCertificates: true}.Inject(appPod(peers), "team", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := certs.PeerRequest{Namespace: "team", Service: "app-pods", Secret: PeerSecretName("app-pods")}
+	if res.PeerCertificate == nil || *res.PeerCertificate != want {
+		t.Errorf("PeerCertificate = %+v, want %+v", res.PeerCertificate, want)
+	}
+
+	own := with(AnnotationPeers, "app-pods", AnnotationPeerTokenSecret, "app-peer-token", AnnotationPeerTLSSecret, "app-peer-tls")
+	if res, err := (Injector{Template: testTemplate(t), PeerCertificates: true}).Inject(appPod(own), "team", nil); err != nil || res.PeerCertificate != nil {
+		t.Errorf("a pod that names its peer certificate: PeerCertificate %+v, err %v; want none issued", res.PeerCertificate, err)
+	}
+
+	_, err = Injector{Template: testTemplate(t)}.Inject(appPod(peers), "team", nil)
+	var rejection *Rejection
+	if !errors.As(err, &rejection) || !strings.Contains(err.Error(), AnnotationPeerTLSSecret) {
+		t.Errorf("peers without a certificate where the injector issues none: err %v, want a rejection naming %s", err, AnnotationPeerTLSSecret)
 	}
 }

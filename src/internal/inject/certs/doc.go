@@ -1,5 +1,7 @@
-// Package certs gives the injector the TLS certificate it serves the API
-// server with, from one of two sources behind the same two methods,
+// Package certs keeps the injector's certificates: Peers issues injected
+// workloads' peer certificates (see its doc), and the rest of the package
+// gives the injector the TLS certificate it serves the API server with,
+// from one of two sources behind the same two methods,
 // GetCertificate (for tls.Config) and Ready (the injector's readiness: a
 // certificate is served and valid now):
 //

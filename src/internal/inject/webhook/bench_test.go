@@ -37,7 +37,7 @@ func BenchmarkWebhook_Admission(b *testing.B) {
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			h, metrics := newWebhook(b, nil)
+			h, metrics := newWebhook(b, nil, nil)
 			body := reviewJSON(b, "plain", podKind, admissionv1.Create, podJSON(b, bc.annotations))
 			b.ReportAllocs()
 			for b.Loop() {

@@ -28,20 +28,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/collapser/collapser/src/internal/inject"
+	"github.com/collapser/collapser/src/internal/inject/certs"
 )
 
 // Handler is the admission handler of pod creations.
 type Handler struct {
 	injector   inject.Injector
 	namespaces client.Reader
+	peers      PeerIssuer // nil: no peer certificates issued
 	metrics    *Metrics
 	logger     *slog.Logger
 }
 
+// PeerIssuer issues the peer certificate of a workload (certs.Peers).
+type PeerIssuer interface {
+	Ensure(ctx context.Context, req certs.PeerRequest) error
+}
+
 // New returns the webhook, an http.Handler of AdmissionReviews, that
-// injects with injector and reads namespaces' labels through namespaces.
-func New(injector inject.Injector, namespaces client.Reader, metrics *Metrics, logger *slog.Logger) *admission.Webhook {
-	h := &Handler{injector: injector, namespaces: namespaces, metrics: metrics, logger: logger}
+// injects with injector, reads namespaces' labels through namespaces and,
+// unless peers is nil, has peers issue the peer certificate a pod mounts
+// before it is admitted (not for a dry run: the webhook's sideEffects are
+// NoneOnDryRun).
+func New(injector inject.Injector, namespaces client.Reader, peers PeerIssuer, metrics *Metrics, logger *slog.Logger) *admission.Webhook {
+	injector.PeerCertificates = peers != nil
+	h := &Handler{injector: injector, namespaces: namespaces, peers: peers, metrics: metrics, logger: logger}
 	return &admission.Webhook{
 		Handler: h,
 		LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
@@ -87,6 +98,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 		return admission.Errored(http.StatusInternalServerError, err), ResultError
 	case len(res.Patch) == 0:
 		return admission.Allowed("").WithWarnings(res.Warnings...), ResultSkipped
+	}
+	if res.PeerCertificate != nil && (req.DryRun == nil || !*req.DryRun) {
+		if err := h.peers.Ensure(ctx, *res.PeerCertificate); err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("issue the peer certificate of %s/%s: %w", req.Namespace, res.PeerCertificate.Service, err)), ResultError
+		}
 	}
 	return admission.Patched("collapser sidecar injected", res.Patch...).WithWarnings(res.Warnings...), ResultInjected
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/collapser/collapser/src/internal/inject"
+	"github.com/collapser/collapser/src/internal/inject/certs"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -34,7 +35,7 @@ import (
 // reader when it is not nil.
 func server(t *testing.T, reader client.Reader) (*httptest.Server, *Metrics) {
 	t.Helper()
-	h, metrics := newWebhook(t, reader)
+	h, metrics := newWebhook(t, reader, nil)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, metrics
@@ -42,8 +43,9 @@ func server(t *testing.T, reader client.Reader) (*httptest.Server, *Metrics) {
 
 // newWebhook is the webhook injecting the chart's default template, with
 // namespaces "plain" and "enabled" (labelled collapser.io/inject=enabled),
-// read through reader when it is not nil.
-func newWebhook(tb testing.TB, reader client.Reader) (http.Handler, *Metrics) {
+// read through reader when it is not nil, issuing peer certificates
+// through peers when it is not nil.
+func newWebhook(tb testing.TB, reader client.Reader, peers PeerIssuer) (http.Handler, *Metrics) {
 	tb.Helper()
 	data, err := os.ReadFile("../testdata/template.yaml")
 	if err != nil {
@@ -63,14 +65,20 @@ func newWebhook(tb testing.TB, reader client.Reader) (http.Handler, *Metrics) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return New(inject.Injector{Template: tmpl}, reader, metrics, slog.New(slog.DiscardHandler)), metrics
+	return New(inject.Injector{Template: tmpl}, reader, peers, metrics, slog.New(slog.DiscardHandler)), metrics
 }
 
 // review posts an AdmissionReview v1 of obj's creation in namespace, as the
 // API server does, and returns the response.
 func review(t *testing.T, srv *httptest.Server, namespace string, kind metav1.GroupVersionKind, op admissionv1.Operation, obj []byte) *admissionv1.AdmissionResponse {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testkit.Context(t), http.MethodPost, srv.URL+"/inject", bytes.NewReader(reviewJSON(t, namespace, kind, op, obj)))
+	return post(t, srv, reviewJSON(t, namespace, kind, op, obj))
+}
+
+// post posts the AdmissionReview body and returns the response.
+func post(t *testing.T, srv *httptest.Server, body []byte) *admissionv1.AdmissionResponse {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testkit.Context(t), http.MethodPost, srv.URL+"/inject", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,5 +263,69 @@ func TestWebhook_OptedInNamespacesAreNotRead(t *testing.T) {
 	var cm corev1.ConfigMap
 	if err := OptedIn.Get(context.Background(), client.ObjectKey{Name: "x"}, &cm); err == nil {
 		t.Error("OptedIn read a ConfigMap, want an error: it knows only namespaces")
+	}
+}
+
+// issuer records the peer certificates asked of it, and fails with err.
+type issuer struct {
+	asked []certs.PeerRequest
+	err   error
+}
+
+func (i *issuer) Ensure(_ context.Context, req certs.PeerRequest) error {
+	i.asked = append(i.asked, req)
+	return i.err
+}
+
+// TestWebhook_IssuesThePeerCertificateBeforeThePodIsAdmitted: a pod with
+// peers and no certificate of its own is admitted once its certificate is
+// issued, refused when it cannot be, and a dry run issues nothing.
+func TestWebhook_IssuesThePeerCertificateBeforeThePodIsAdmitted(t *testing.T) {
+	peers := map[string]string{inject.AnnotationInject: "true", inject.AnnotationPeers: "app-pods", inject.AnnotationPeerTokenSecret: "app-token"}
+	want := certs.PeerRequest{Namespace: "plain", Service: "app-pods", Secret: inject.PeerSecretName("app-pods")}
+	dryRun := func(body []byte) []byte {
+		var ar admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &ar); err != nil {
+			t.Fatal(err)
+		}
+		yes := true
+		ar.Request.DryRun = &yes
+		out, err := json.Marshal(ar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name    string
+		dryRun  bool
+		err     error
+		allowed bool
+		asked   int
+	}{
+		{"issued", false, nil, true, 1},
+		{"issuer fails", false, errors.New("secrets is forbidden"), false, 1},
+		{"dry run", true, nil, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			iss := &issuer{err: tt.err}
+			h, metrics := newWebhook(t, nil, iss)
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			body := reviewJSON(t, "plain", podKind, admissionv1.Create, podJSON(t, peers))
+			if tt.dryRun {
+				body = dryRun(body)
+			}
+			resp := post(t, srv, body)
+			if resp.Allowed != tt.allowed || (len(resp.Patch) > 0) != tt.allowed {
+				t.Errorf("allowed %v, patch %s, %+v; want allowed and patched: %v", resp.Allowed, resp.Patch, resp.Result, tt.allowed)
+			}
+			if len(iss.asked) != tt.asked || tt.asked > 0 && iss.asked[0] != want {
+				t.Errorf("asked %+v, want %d of %+v", iss.asked, tt.asked, want)
+			}
+			if tt.err != nil && (resp.Result == nil || !strings.Contains(resp.Result.Message, tt.err.Error()) || testutil.ToFloat64(metrics.admissions.WithLabelValues(ResultError)) != 1) {
+				t.Errorf("result %+v, want the issuer's error, counted as %s", resp.Result, ResultError)
+			}
+		})
 	}
 }
