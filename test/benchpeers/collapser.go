@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/collapser/collapser/src/pkitest"
@@ -24,12 +25,14 @@ func (c collapser) target(name string) target {
 }
 
 // startCollapser starts collapser in front of backend with the scenario's
-// default rule, gRPC, metrics and admin ports of its own and the extra
-// flags, and waits until its metrics show the scenario's rule for SayHello:
-// by then it has opened all its listeners. Only flags every collapser
-// measured has are used (the harness also runs older builds, BIN_DIR).
-func (l *launcher) startCollapser(ctx context.Context, name, backend string, extra ...string) (collapser, error) {
-	var env []string
+// default rule, gRPC, metrics and admin ports of its own, the extra
+// variables (NAME=value) and the extra flags, and waits until its metrics
+// show the scenario's rule for SayHello: by then it has opened all its
+// listeners. Only flags every collapser measured has are used (the harness
+// also runs older builds, BIN_DIR); a newer setting goes in a variable,
+// which an older build ignores.
+func (l *launcher) startCollapser(ctx context.Context, name, backend string, env []string, extra ...string) (collapser, error) {
+	env = slices.Clone(env)
 	if l.sc.DefaultCollapse != "" {
 		env = append(env, "COLLAPSER_DEFAULT_COLLAPSE="+l.sc.DefaultCollapse)
 	}
@@ -49,7 +52,7 @@ func (l *launcher) startCollapser(ctx context.Context, name, backend string, ext
 
 // startLoneCollapser starts a collapser without peers in front of backend.
 func (l *launcher) startLoneCollapser(ctx context.Context, backend string) (target, error) {
-	c, err := l.startCollapser(ctx, "collapser", backend)
+	c, err := l.startCollapser(ctx, "collapser", backend, nil)
 	if err != nil {
 		return target{}, err
 	}
@@ -84,7 +87,11 @@ func (l *launcher) startPeers(ctx context.Context, backend string) (target, erro
 	for i, addr := range peerAddrs {
 		name := fmt.Sprintf("collapser-peer%d", i+1)
 		args := []string{"--peers", list, "--peer-listen", addr, "--peer-token-file", token}
+		// Without mutual TLS a collapser refuses its peers unless told to
+		// talk plain text.
+		env := []string{"COLLAPSER_PEER_PLAINTEXT=true"}
 		if ca != nil {
+			env = nil
 			f, err := ca.Issue(filepath.Join(l.cfg.workdir, l.sc.ID+"-"+name), "spiffe://bench/collapser")
 			if err != nil {
 				return target{}, err
@@ -92,7 +99,7 @@ func (l *launcher) startPeers(ctx context.Context, backend string) (target, erro
 			args = append(args, "--peer-tls-cert-file", f.Cert, "--peer-tls-key-file", f.Key, "--peer-tls-ca-file", f.CA)
 		}
 		var err error
-		if peers[i], err = l.startCollapser(ctx, name, backend, args...); err != nil {
+		if peers[i], err = l.startCollapser(ctx, name, backend, env, args...); err != nil {
 			return target{}, err
 		}
 	}

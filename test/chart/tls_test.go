@@ -82,11 +82,13 @@ func TestRender_PeerTLSFollowsItsValues(t *testing.T) {
 		set        []string
 		wantSecret string // the Secret the pods mount; "" for none
 		chartMade  bool
+		plaintext  bool // the sidecar is told to call its peers in plain text
 	}{
-		{"one pod, no peers", nil, "", false},
-		{"peers, TLS off", []string{"replicaCount=3", "peers.tls.enabled=false"}, "", false},
-		{"an existing Secret", []string{"replicaCount=3", "peers.tls.existingSecret=app-peer-tls"}, "app-peer-tls", false},
-		{"peers", []string{"replicaCount=3"}, fullname + "-peer-tls", true},
+		{"one pod, no peers", nil, "", false, false},
+		{"peers, TLS off", []string{"replicaCount=3", "peers.tls.enabled=false"}, "", false, true},
+		{"one pod, TLS off", []string{"peers.tls.enabled=false"}, "", false, false},
+		{"an existing Secret", []string{"replicaCount=3", "peers.tls.existingSecret=app-peer-tls"}, "app-peer-tls", false, false},
+		{"peers", []string{"replicaCount=3"}, fullname + "-peer-tls", true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := render(t, "", tt.set...)
@@ -98,10 +100,16 @@ func TestRender_PeerTLSFollowsItsValues(t *testing.T) {
 			if got != tt.wantSecret || mounted != (tt.wantSecret != "") {
 				t.Errorf("peer-tls volume from %q, mounted %v; want %q", got, mounted, tt.wantSecret)
 			}
-			for _, e := range sidecarOf(t, spec).Env {
-				if _, ok := peerTLSEnv[e.Name]; ok && tt.wantSecret == "" {
-					t.Errorf("%s set without peer TLS", e.Name)
+			env := envMap(sidecarOf(t, spec))
+			for name := range peerTLSEnv {
+				if _, ok := env[name]; ok && tt.wantSecret == "" {
+					t.Errorf("%s set without peer TLS", name)
 				}
+			}
+			// The sidecar refuses peers without TLS unless told to talk
+			// plain text, and refuses to be told so with TLS or without peers.
+			if got, ok := env["COLLAPSER_PEER_PLAINTEXT"]; ok != tt.plaintext || ok && got != "true" {
+				t.Errorf("COLLAPSER_PEER_PLAINTEXT = %q (set %v), want set to true: %v", got, ok, tt.plaintext)
 			}
 		})
 	}

@@ -66,7 +66,7 @@ func TestDashboard_EveryMetricIsExportedByTheSidecarTheBackendOrTheInjector(t *t
 	startProcess(t, filepath.Join(bin, "collapser"),
 		"--listen", sidecarAddr, "--backend", helloAddr, "--metrics-listen", sidecarMetrics,
 		"--collapse-methods", sayHelloMethod,
-		"--peers", peerAddr, "--peer-listen", peerAddr, "--peer-token-file", tokenFile, "--policy-file", policyFile)
+		"--peers", peerAddr, "--peer-listen", peerAddr, "--peer-token-file", tokenFile, "--peer-plaintext", "--policy-file", policyFile)
 
 	injectorMetrics := startInjector(t, bin)
 

@@ -58,6 +58,10 @@ env:
     value: {{ printf "%s/tls.key" $dir | quote }}
   - name: COLLAPSER_PEER_TLS_CA_FILE
     value: {{ printf "%s/ca.crt" $dir | quote }}
+  {{- else if eq (include "collapser.peersEnabled" .) "true" }}
+  {{- /* peers.tls.enabled=false: the sidecar refuses peers in plain text unless told. */}}
+  - name: COLLAPSER_PEER_PLAINTEXT
+    value: "true"
   {{- end }}
   {{- if .Values.collapser.policy }}
   - name: COLLAPSER_POLICY_FILE

@@ -14,7 +14,7 @@ import (
 
 // chartSets are the flags the chart's templates set themselves, not from
 // collapser.config.
-var chartSets = map[string]bool{"listen": true, "metrics-listen": true, "policy-file": true, "peers": true, "replicas": true, "peer-listen": true, "peer-token-file": true, "peer-tls-cert-file": true, "peer-tls-key-file": true, "peer-tls-ca-file": true, "memory-limit": true}
+var chartSets = map[string]bool{"listen": true, "metrics-listen": true, "policy-file": true, "peers": true, "replicas": true, "peer-listen": true, "peer-token-file": true, "peer-tls-cert-file": true, "peer-tls-key-file": true, "peer-tls-ca-file": true, "peer-plaintext": true, "memory-limit": true}
 
 // chartDiffers are the settings whose chart default deliberately differs
 // from the binary's, and why.

@@ -58,8 +58,11 @@ type Settings struct {
 	// replica makes to another carries.
 	PeerTokenFile string
 	// PeerTLS names the certificate, key and CA of the mutual TLS between
-	// replicas; all "": plain text.
+	// replicas; all "" with peers: PeerPlaintext must be set.
 	PeerTLSCertFile, PeerTLSKeyFile, PeerTLSCAFile string
+	// PeerPlaintext lets replicas call each other in plain text; false:
+	// peers need the PeerTLS files (CheckPeerTransport).
+	PeerPlaintext bool
 
 	AdminListen string // address of the admin service's listener; "" for none
 	// AdminAllowRemote lets callers from other addresses than loopback purge.
@@ -185,9 +188,10 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.Replicas, "replicas", "", "gRPC `target` naming every replica, ready or not, this one included (dns:///name:port of a headless Service that publishes not-ready addresses, or host:port,host:port), with --peers and --peer-token-file: purges are taken to each and each fetches those it missed; empty: --peers")
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "`address` peers forward calls to, with --peers")
 	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "`path` of the file holding the release's peer token (at least 32 bytes, read again when it changes; the one before a change is still accepted), required with --peers: every call between replicas carries it, and the peer listener takes none without it")
-	fs.StringVar(&c.PeerTLSCertFile, "peer-tls-cert-file", "", "`path` of this replica's certificate (PEM) for mutual TLS between replicas, with --peer-tls-key-file and --peer-tls-ca-file, read again when it changes: replicas accept only a certificate the CA signed that carries their own identity (first URI SAN, else first DNS SAN); empty: plain text")
+	fs.StringVar(&c.PeerTLSCertFile, "peer-tls-cert-file", "", "`path` of this replica's certificate (PEM) for mutual TLS between replicas, with --peer-tls-key-file and --peer-tls-ca-file, read again when it changes: replicas accept only a certificate the CA signed that carries their own identity (first URI SAN, else first DNS SAN); required with --peers unless --peer-plaintext")
 	fs.StringVar(&c.PeerTLSKeyFile, "peer-tls-key-file", "", "`path` of the key of --peer-tls-cert-file, in its directory")
 	fs.StringVar(&c.PeerTLSCAFile, "peer-tls-ca-file", "", "`path` of the CA certificates (PEM) that sign the replicas' certificates")
+	fs.BoolVar(&c.PeerPlaintext, "peer-plaintext", false, "let replicas call each other in plain text, with --peers: the peer token still guards every call, but tokens, callers' headers and answers cross the network readable; false: with --peers, start is refused unless --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file are set")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "`address` of the admin service (collapser.admin.v1: purges): host:port, loopback by default so that only the pod's own containers reach it, or unix:<path> of a socket; empty: none")
 	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "let callers from other addresses than loopback purge through the admin service (needs --admin-token-file)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`path` of a token (at least 32 bytes, read again when it changes) every admin call must carry as authorization: Bearer <token>, from any address; needed for an admin listener off loopback; empty: loopback or a Unix socket only")
@@ -296,13 +300,14 @@ func EnvName(flagName string) string {
 	return envflag.Name(EnvPrefix, flagName)
 }
 
-// validate checks what no single flag can: addresses, the log format, and
-// the memory limit against the caches. Each flag checks its own range (bound).
+// validate checks what no single flag can: addresses, the log format, the
+// peers' transport (CheckPeerTransport), and the memory limit against the
+// caches. Each flag checks its own range (bound).
 func (c Settings) validate() error {
 	var errs []error
 	check := func(ok bool, flagName, format string, args ...any) {
 		if !ok {
-			errs = append(errs, fmt.Errorf("--%s (%s): %s", flagName, EnvName(flagName), fmt.Sprintf(format, args...)))
+			errs = append(errs, settingError(flagName, format, args...))
 		}
 	}
 	addrs := []struct{ flag, addr string }{{"listen", c.Listen}, {"backend", c.Backend}, {"metrics-listen", c.MetricsListen}, {"peer-listen", c.PeerListen}}
@@ -322,10 +327,7 @@ func (c Settings) validate() error {
 	}
 	check(c.Peers == "" || c.PeerTokenFile != "", "peer-token-file",
 		"peers (--peers) need the release's peer token: every call between replicas must prove it comes from one")
-	peerTLS := []string{c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile}
-	check(!slices.Contains(peerTLS, "") || slices.Equal(peerTLS, []string{"", "", ""}), "peer-tls-cert-file",
-		"mutual TLS between replicas needs all of --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file")
-	check(c.Peers != "" || c.PeerTLSCertFile == "", "peer-tls-cert-file", "is for peers (--peers), which are off")
+	errs = append(errs, c.CheckPeerTransport())
 	check((c.TLSCertFile == "") == (c.TLSKeyFile == ""), "tls-cert-file", "the callers' listener needs both --tls-cert-file and --tls-key-file")
 	check(c.TLSClientCAFile == "" || c.TLSCertFile != "", "tls-client-ca-file", "asks callers for certificates over TLS: set --tls-cert-file and --tls-key-file")
 	check((c.BackendTLSCertFile == "") == (c.BackendTLSKeyFile == ""), "backend-tls-cert-file", "a certificate for the backend needs both --backend-tls-cert-file and --backend-tls-key-file")
@@ -335,6 +337,40 @@ func (c Settings) validate() error {
 	check(c.MemoryLimit <= 0 || caches <= c.GoMemoryLimit(), "memory-limit", "%d bytes leave the Go heap %d (%d%%), less than the caches may hold: --cache-max-bytes + --stream-max-held-bytes = %d",
 		c.MemoryLimit, c.GoMemoryLimit(), goMemoryPercent, caches)
 	return errors.Join(errs...)
+}
+
+// CheckPeerTransport returns an error naming the settings unless the calls
+// between replicas are mutual TLS (all of --peer-tls-cert-file,
+// --peer-tls-key-file and --peer-tls-ca-file) or plain text by choice
+// (--peer-plaintext), not both, and neither is set without --peers. Parse
+// checks it; the sidecar checks it again before it dials its peers, for
+// settings made otherwise.
+func (c Settings) CheckPeerTransport() error {
+	files := []string{c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile}
+	mutualTLS := slices.ContainsFunc(files, func(f string) bool { return f != "" }) // asked for, whole or not
+	tlsFlags := fmt.Sprintf("--peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file (%s, %s, %s)",
+		EnvName("peer-tls-cert-file"), EnvName("peer-tls-key-file"), EnvName("peer-tls-ca-file"))
+	switch {
+	case c.Peers == "" && c.PeerPlaintext:
+		return settingError("peer-plaintext", "is for peers (--peers), which are off")
+	case c.Peers == "" && mutualTLS:
+		return settingError("peer-tls-cert-file", "is for peers (--peers), which are off")
+	case c.Peers == "":
+		return nil
+	case c.PeerPlaintext && mutualTLS:
+		return settingError("peer-plaintext", "asks for plain text between replicas, but %s ask for mutual TLS: set one or the other", tlsFlags)
+	case mutualTLS && slices.Contains(files, ""):
+		return settingError("peer-tls-cert-file", "mutual TLS between replicas needs all of %s", tlsFlags)
+	case !mutualTLS && !c.PeerPlaintext:
+		return settingError("peers", "calls between replicas need mutual TLS: set %s, or --peer-plaintext (%s) to let replicas call each other "+
+			"in plain text (the peer token still guards every call, but tokens, callers' headers and answers cross the network readable)", tlsFlags, EnvName("peer-plaintext"))
+	}
+	return nil
+}
+
+// settingError returns an error about a flag, naming it and its variable.
+func settingError(flagName, format string, args ...any) error {
+	return fmt.Errorf("--%s (%s): %s", flagName, EnvName(flagName), fmt.Sprintf(format, args...))
 }
 
 // loopbackHost reports whether host, of a listen address, is a loopback

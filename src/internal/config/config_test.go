@@ -86,6 +86,12 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"admin socket without a path", []string{"--admin-listen=unix:"}, nil, "unix: names no socket file"},
 		{"peer TLS without its CA", []string{"--peers=10.0.0.1:50053", "--peer-token-file=/t", "--peer-tls-cert-file=/c/tls.crt", "--peer-tls-key-file=/c/tls.key"}, nil, "needs all of --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file"},
 		{"peer TLS without peers", nil, map[string]string{"COLLAPSER_PEER_TLS_CERT_FILE": "/c/tls.crt", "COLLAPSER_PEER_TLS_KEY_FILE": "/c/tls.key", "COLLAPSER_PEER_TLS_CA_FILE": "/c/ca.crt"}, "is for peers (--peers), which are off"},
+		{"peers in plain text not chosen", []string{"--peers=10.0.0.1:50053", "--peer-token-file=/t"}, nil,
+			"--peers (COLLAPSER_PEERS): calls between replicas need mutual TLS: set --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file " +
+				"(COLLAPSER_PEER_TLS_CERT_FILE, COLLAPSER_PEER_TLS_KEY_FILE, COLLAPSER_PEER_TLS_CA_FILE), or --peer-plaintext (COLLAPSER_PEER_PLAINTEXT)"},
+		{"peers in plain text and over TLS", []string{"--peers=10.0.0.1:50053", "--peer-token-file=/t", "--peer-tls-cert-file=/c/tls.crt", "--peer-tls-key-file=/c/tls.key", "--peer-tls-ca-file=/c/ca.crt"},
+			map[string]string{"COLLAPSER_PEER_PLAINTEXT": "true"}, "--peer-plaintext (COLLAPSER_PEER_PLAINTEXT): asks for plain text between replicas, but --peer-tls-cert-file"},
+		{"plain text without peers", nil, map[string]string{"COLLAPSER_PEER_PLAINTEXT": "true"}, "--peer-plaintext (COLLAPSER_PEER_PLAINTEXT): is for peers (--peers), which are off"},
 		{"unknown flag", []string{"--cache-tll=1s"}, nil, "cache-tll"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 	}
@@ -94,6 +100,29 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 			_, err := Parse(tt.args, testkit.Env(tt.env), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Parse() error = %v, want one naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParse_PeersTalkMutualTLSOrPlainTextByChoice(t *testing.T) {
+	withPeers := []string{"--peers=10.0.0.1:50053", "--peer-token-file=/t"}
+	tls := []string{"--peer-tls-cert-file=/c/tls.crt", "--peer-tls-key-file=/c/tls.key", "--peer-tls-ca-file=/c/ca.crt"}
+	for _, tt := range []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		plaintext bool
+	}{
+		{"mutual TLS", append(withPeers, tls...), nil, false},
+		{"plain text by flag", append(withPeers, "--peer-plaintext"), nil, true},
+		{"plain text by variable", withPeers, map[string]string{"COLLAPSER_PEER_PLAINTEXT": "true"}, true},
+		{"no peers", nil, map[string]string{"COLLAPSER_PEER_PLAINTEXT": "false"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(tt.args, testkit.Env(tt.env), io.Discard)
+			if err != nil || c.PeerPlaintext != tt.plaintext {
+				t.Errorf("Parse() = plain text %v, %v; want %v, no error", c.PeerPlaintext, err, tt.plaintext)
 			}
 		})
 	}

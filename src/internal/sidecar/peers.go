@@ -24,9 +24,14 @@ type peerLinks struct {
 }
 
 // dialPeers reads the release's peer token (at least peers.MinTokenBytes)
-// and the files of mutual TLS between replicas when set, and makes the
-// connection to the peers, traced by tr.
+// and the files of mutual TLS between replicas, and makes the connection to
+// the peers, traced by tr. Plain text between replicas is refused unless
+// cfg.PeerPlaintext chose it.
 func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*peerLinks, error) {
+	// Parse checked it; settings made otherwise are checked here.
+	if err := cfg.CheckPeerTransport(); err != nil {
+		return nil, err
+	}
 	token, err := secretfile.Load(cfg.PeerTokenFile, peers.MinTokenBytes, logger)
 	if err != nil {
 		return nil, fmt.Errorf("peer token (%s): %w", config.EnvName("peer-token-file"), err)
@@ -41,8 +46,8 @@ func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*
 			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
 		}
 	} else {
-		logger.Warn("calls between replicas are plain text: their peer token, callers' headers and answers can be read on the network; set " +
-			config.EnvName("peer-tls-cert-file") + ", " + config.EnvName("peer-tls-key-file") + " and " + config.EnvName("peer-tls-ca-file"))
+		logger.Warn("calls between replicas are plain text (" + config.EnvName("peer-plaintext") + "): their peer token, callers' headers and answers can be read on the network; set " +
+			config.EnvName("peer-tls-cert-file") + ", " + config.EnvName("peer-tls-key-file") + " and " + config.EnvName("peer-tls-ca-file") + " instead")
 	}
 	if links.ring, err = peers.Dial(cfg.Peers, cfg.PeerListen, append(tr.DialOptions(), links.trust.DialOptions()...)...); err != nil {
 		links.close()

@@ -353,6 +353,7 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 		c.Replicas = own.Addr().String() // the replicas purges reach: this one alone
 		c.PeerListen = own.Addr().String()
 		c.PeerTokenFile = testkit.SecretFile(t, releaseToken)
+		c.PeerPlaintext = true
 	}, peerListener(own)) // its own, not in the ring
 	waitStreamLearned(t, sc)
 	client := hellov1.NewGreeterClient(dial(t, sc.addr))

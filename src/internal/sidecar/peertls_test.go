@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	peerv1 "github.com/collapser/collapser/src/api/peer/v1"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/logrecorder"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
@@ -93,6 +95,52 @@ func TestPeerPort_OverMutualTLSOnlyTheReleasesCertificatesGetIn(t *testing.T) {
 	}
 }
 
+func TestPeers_PlainTextIsRefusedAtStartUnlessChosen(t *testing.T) {
+	token := testkit.SecretFile(t, releaseToken)
+	files := newRelease(t).certify(t, nil)
+	for _, tt := range []struct {
+		name string
+		edit func(*config.Settings)
+		want []string // what the error names
+	}{
+		{"neither mutual TLS nor plain text", func(*config.Settings) {}, []string{"COLLAPSER_PEERS",
+			"COLLAPSER_PEER_TLS_CERT_FILE", "COLLAPSER_PEER_TLS_KEY_FILE", "COLLAPSER_PEER_TLS_CA_FILE", "COLLAPSER_PEER_PLAINTEXT"}},
+		{"both", func(c *config.Settings) {
+			c.PeerPlaintext = true
+			c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = files.Cert, files.Key, files.CA
+		}, []string{"COLLAPSER_PEER_PLAINTEXT", "COLLAPSER_PEER_TLS_CERT_FILE"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Backend = "127.0.0.1:1"
+			cfg.Peers = "127.0.0.1:2"
+			cfg.PeerTokenFile = token
+			tt.edit(&cfg)
+			_, err := New(cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				t.Fatal("New: the sidecar starts")
+			}
+			for _, name := range tt.want {
+				if !strings.Contains(err.Error(), name) {
+					t.Errorf("New: %v, want an error naming %s", err, name)
+				}
+			}
+		})
+	}
+	t.Run("plain text chosen", func(t *testing.T) {
+		var log logrecorder.Recorder
+		own := testkit.Listen(t, "127.0.0.1:0")
+		startSidecar(t, startBackend(t, &testkit.Greeter{SayHello: greet}), func(c *config.Settings) {
+			c.Peers, c.PeerListen = own.Addr().String(), own.Addr().String()
+			c.PeerTokenFile = token
+			c.PeerPlaintext = true
+		}, peerListener(own), logTo(slog.New(&log)))
+		if n := log.Count(slog.LevelWarn, "calls between replicas are plain text", "", ""); n != 1 {
+			t.Errorf("%d warnings that the calls between replicas are plain text, want 1; logged %q", n, log.Messages())
+		}
+	})
+}
+
 // startRelayed starts two replicas in front of their own greeters, peered
 // through relays that see every byte between them, with or without mutual
 // TLS.
@@ -118,6 +166,8 @@ func startRelayed(t *testing.T, mutualTLS bool) ([]*replica, []*testkit.Relay) {
 			c.PeerTokenFile = token
 			if mutualTLS {
 				rel.certify(t, c)
+			} else {
+				c.PeerPlaintext = true
 			}
 		}, peerListener(lis[i]))
 		conn := dial(t, sc.addr, grpc.WithAuthority("hello.example"))

@@ -113,6 +113,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 		c.Peers = lis.Addr().String()
 		c.PeerListen = lis.Addr().String()
 		c.PeerTokenFile = tokenFile
+		c.PeerPlaintext = true // the token alone is what this test calls with
 		c.Policy.CollapseMethods = []string{sayHello}
 	}, peerListener(lis))
 	conn := dial(t, lis.Addr().String())
@@ -169,6 +170,7 @@ func TestPeers_APeerTokenShorterThan32BytesIsRefusedAtStart(t *testing.T) {
 	cfg.Backend = "127.0.0.1:1"
 	cfg.Peers = "127.0.0.1:2"
 	cfg.PeerTokenFile = testkit.SecretFile(t, releaseToken[:31])
+	cfg.PeerPlaintext = true
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "31 bytes, want at least 32") {
 		t.Errorf("New with a 31-byte token: %v, want an error saying so", err)
 	}
