@@ -43,15 +43,18 @@ var perPod = struct{ env, ports, mounts []string }{
 // template to the sidecar container of the chart's own pod, field by field,
 // for the same values: with peers and a policy in the chart's pod, the
 // template is that container without them (per-pod settings of the
-// injector). src/internal/inject's tests hold the injected container to the
+// injector), its admin service on the socket injector.adminSocket puts it
+// on. src/internal/inject's tests hold the injected container to the
 // template.
 func TestRender_InjectorTemplateIsTheChartsSidecar(t *testing.T) {
 	tests := []struct {
-		name, file string
-		set        []string
+		name, file  string
+		set         []string
+		adminSocket bool
 	}{
-		{"defaults", "", []string{"injector.enabled=true"}},
-		{"every feature, peers and a policy", allFeatures, []string{"injector.enabled=true", "replicaCount=3", "peers.port=6000", "clusterDomain=example.org"}},
+		{"defaults", "", []string{"injector.enabled=true"}, true},
+		{"every feature, peers and a policy", allFeatures, []string{"injector.enabled=true", "replicaCount=3", "peers.port=6000", "clusterDomain=example.org"}, true},
+		{"admin on the chart's address", "", []string{"injector.enabled=true", "injector.adminSocket=false"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +72,13 @@ func TestRender_InjectorTemplateIsTheChartsSidecar(t *testing.T) {
 				t.Fatal("the chart's own sidecar has no peers or policy: the case tests nothing")
 			}
 			own = withoutPerPod(own)
+			if tt.adminSocket {
+				for i, e := range own.Env {
+					if e.Name == "COLLAPSER_ADMIN_LISTEN" {
+						own.Env[i].Value = "unix:/var/run/collapser/admin.sock"
+					}
+				}
+			}
 			got, want := reflect.ValueOf(tmpl.Container), reflect.ValueOf(own)
 			for i := range got.NumField() {
 				if !equality.Semantic.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,31 +150,39 @@ func (c *injectorChecks) peersCollapse(t *testing.T) {
 }
 
 // collisionsRefused creates annotated pods whose app container declares a
-// port of the sidecar's, the admin service's among them (loopback, not
-// declared by the sidecar): each is refused with the injector's message,
-// which names the port and the setting that moves it.
+// port of the sidecar's, or mounts the directory where the sidecar shares
+// its admin socket: each is refused with the injector's message, which
+// names the port or directory and the setting that moves it.
 func (c *injectorChecks) collisionsRefused(t *testing.T) {
 	for _, tc := range []struct {
-		port corev1.ContainerPort
+		name string
+		edit func(*corev1.Pod)
 		want string
 	}{
-		{corev1.ContainerPort{Name: "grpc", ContainerPort: 50052},
+		{"port-50052", func(p *corev1.Pod) { addPort(p, corev1.ContainerPort{Name: "grpc", ContainerPort: 50052}) },
 			`port 50052 of the collapser sidecar (collapser.io/port) is already used by container "hello"; set collapser.io/port to a free port`},
-		{corev1.ContainerPort{Name: "prom", ContainerPort: 2112},
+		{"port-2112", func(p *corev1.Pod) { addPort(p, corev1.ContainerPort{Name: "prom", ContainerPort: 2112}) },
 			`port 2112 of the collapser sidecar (collapser.io/metrics-port) is already used by container "hello"; set collapser.io/metrics-port to a free port`},
-		{corev1.ContainerPort{Name: "admin", ContainerPort: 50054},
-			`port 50054 of the collapser sidecar (admin service at 127.0.0.1:50054) is already used by container "hello"; set collapser.config.adminListen of the injector's chart to a free port`},
+		{"admin-dir", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "run", MountPath: adminSocketDir})
+		}, `container "hello" mounts /var/run/collapser, where the collapser sidecar shares its admin socket; mount it elsewhere, or set injector.adminSocket of the injector's chart to false`},
 	} {
-		pod := injectedHelloPod(c.s, fmt.Sprint("collides-", tc.port.ContainerPort), probeApp)
-		pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports, tc.port)
+		pod := injectedHelloPod(c.s, "collides-"+tc.name, probeApp)
+		tc.edit(pod)
 		_, err := c.client.CoreV1().Pods(c.kubectl.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), `admission webhook "pod.inject.collapser.io" denied the request`) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("pod %s declaring port %d: %v; want it refused by the injector with %q", pod.Name, tc.port.ContainerPort, err, tc.want)
+			t.Errorf("pod %s: %v; want it refused by the injector with %q", pod.Name, err, tc.want)
 			continue
 		}
 		c.refused++
 		t.Logf("pod %s refused: %v", pod.Name, err)
 	}
+}
+
+// addPort declares port on pod's app container.
+func addPort(pod *corev1.Pod, port corev1.ContainerPort) {
+	pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports, port)
 }
 
 // renewalKeepsAdmitting forces a renewal of the injector's certificate by
@@ -262,7 +271,29 @@ func (c *injectorChecks) checkInjected(t *testing.T, pod *corev1.Pod) corev1.Con
 		t.Fatal(err)
 	}
 	c.injected++
+	checkAdminSocketShared(t, pod, sidecar)
 	return sidecar
+}
+
+// adminSocketDir is where the injected sidecar serves its admin service on
+// a socket (the chart's injector.adminSocket), shared with the app.
+const adminSocketDir = "/var/run/collapser"
+
+// checkAdminSocketShared checks that the sidecar serves its admin service
+// on a socket in adminSocketDir, and that every app container of pod
+// mounts that directory read-only to reach it.
+func checkAdminSocketShared(t *testing.T, pod *corev1.Pod, sidecar corev1.Container) {
+	t.Helper()
+	for _, e := range sidecar.Env {
+		if e.Name == "COLLAPSER_ADMIN_LISTEN" && e.Value != "unix:"+adminSocketDir+"/admin.sock" {
+			t.Errorf("the sidecar of pod %s serves its admin service on %q, want the socket in %s", pod.Name, e.Value, adminSocketDir)
+		}
+	}
+	for _, app := range pod.Spec.Containers {
+		if !slices.ContainsFunc(app.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == adminSocketDir && m.ReadOnly }) {
+			t.Errorf("container %s of pod %s does not mount %s read-only: %+v", app.Name, pod.Name, adminSocketDir, app.VolumeMounts)
+		}
+	}
 }
 
 // nativeSidecar returns pod's native sidecar, or why it has none.

@@ -96,6 +96,9 @@ made from.
 {{- range list "tlsCertFile" "tlsKeyFile" "tlsClientCaFile" "backendTls" "backendTlsCaFile" "backendTlsServerName" "backendTlsCertFile" "backendTlsKeyFile" }}
 {{- $_ = unset $values.collapser.config . -}}
 {{- end -}}
+{{- if .Values.injector.adminSocket }}
+{{- $_ = set $values.collapser.config "adminListen" "unix:/var/run/collapser/admin.sock" -}}
+{{- end -}}
 {{- $context := dict "Values" $values "Release" .Release "Chart" .Chart "Capabilities" .Capabilities "Template" .Template -}}
 clusterDomain: {{ .Values.clusterDomain | quote }}
 peerPort: {{ .Values.peers.port }}

@@ -86,6 +86,15 @@ func listen(cfg config.Settings) (sidecar.Listeners, error) {
 		if err != nil {
 			return fmt.Errorf("listen for %s: %w", what, err)
 		}
+		// Who may connect is who can reach the socket's directory (a
+		// volume mounted into the pod's containers), whatever their user:
+		// a socket made under the umask takes connections from its owner only.
+		if network == "unix" {
+			if err := os.Chmod(addr, 0o666); err != nil {
+				l.Close()
+				return fmt.Errorf("listen for %s: %w", what, err)
+			}
+		}
 		*to = l
 		opened = append(opened, l)
 		return nil

@@ -8,7 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -88,5 +91,32 @@ func TestSetGoMemoryLimit(t *testing.T) {
 				t.Errorf("Go memory limit = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestListen_ASocketTakesConnectionsFromEveryUserOfItsDirectory: the
+// admin socket is made 0666, so that an app container of another user
+// that mounts its directory can purge; a socket left by an earlier run is
+// replaced.
+func TestListen_ASocketTakesConnectionsFromEveryUserOfItsDirectory(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "admin.sock")
+	if err := os.WriteFile(socket, nil, 0o600); err != nil { // an earlier run's
+		t.Fatal(err)
+	}
+	lis, err := listen(config.Settings{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AdminListen: "unix:" + socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, l := range []net.Listener{lis.GRPC, lis.Metrics, lis.Admin} {
+			l.Close()
+		}
+	}()
+	info, err := os.Stat(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode()&os.ModeSocket == 0 || info.Mode().Perm() != 0o666 {
+		t.Errorf("admin socket %s has mode %v, want a socket with 0666", socket, info.Mode())
 	}
 }

@@ -20,6 +20,7 @@ var volumeAnnotations = map[string]string{
 	peerTLSVolume:    AnnotationPeerTLSSecret,
 	tlsVolume:        AnnotationTLSSecret,
 	backendTLSVolume: AnnotationBackendTLSCASecret,
+	adminVolume:      adminSocketSetting,
 }
 
 // adminPortName names the admin service's port in messages, and

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,77 @@ func TestInject_AdminPortCollisions(t *testing.T) {
 				t.Errorf("Inject = %+v, %v; want the sidecar injected", res, err)
 			case tt.want != "" && (err == nil || err.Error() != tt.want):
 				t.Errorf("Inject = %+v, %v; want the rejection %q", res, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestInject_AdminSocketIsSharedWithTheAppContainersOnly: a template that
+// serves the admin service on a Unix socket (the chart's
+// injector.adminSocket) gets the socket's directory as an emptyDir that
+// the sidecar mounts and every app container mounts read-only; the admin
+// port then collides with nothing, and a pod that already uses the volume
+// name or the directory is refused.
+func TestInject_AdminSocketIsSharedWithTheAppContainersOnly(t *testing.T) {
+	const socket = "unix:/var/run/collapser/admin.sock"
+	tmpl := testTemplate(t)
+	setEnv(&tmpl.Container, envAdminListen, socket)
+	in := Injector{Template: tmpl, PeerCertificates: true}
+
+	pod := appPod(optIn)
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "grpc", ContainerPort: 50054}} // the loopback admin port's
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "worker", Image: "example/worker:1",
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}})
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data"}}
+	res, err := in.Inject(pod, "team", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := apply(t, pod, res.Patch)
+	c, _ := sidecar(t, got)
+	if env(c, envAdminListen) != socket {
+		t.Errorf("%s = %q, want %q", envAdminListen, env(c, envAdminListen), socket)
+	}
+	if want := []corev1.VolumeMount{{Name: adminVolume, MountPath: "/var/run/collapser"}}; !reflect.DeepEqual(c.VolumeMounts, want) {
+		t.Errorf("the sidecar mounts %+v, want %+v: it makes the socket", c.VolumeMounts, want)
+	}
+	for _, app := range got.Spec.Containers {
+		if app.Name == "collapser" {
+			continue
+		}
+		want := corev1.VolumeMount{Name: adminVolume, MountPath: "/var/run/collapser", ReadOnly: true}
+		if n := len(app.VolumeMounts); n == 0 || !reflect.DeepEqual(app.VolumeMounts[n-1], want) {
+			t.Errorf("container %s mounts %+v, want %+v last", app.Name, app.VolumeMounts, want)
+		}
+	}
+	if got.Spec.Containers[1].VolumeMounts[0].Name != "data" {
+		t.Errorf("the worker's own mount was replaced: %+v", got.Spec.Containers[1].VolumeMounts)
+	}
+	found := false
+	for _, v := range got.Spec.Volumes {
+		found = found || v.Name == adminVolume && v.EmptyDir != nil
+	}
+	if !found {
+		t.Errorf("volumes %+v, want the emptyDir %s", got.Spec.Volumes, adminVolume)
+	}
+
+	for _, tt := range []struct {
+		name string
+		edit func(*corev1.Pod)
+		want string
+	}{
+		{"volume name taken", func(p *corev1.Pod) { p.Spec.Volumes = []corev1.Volume{{Name: adminVolume}} },
+			`the pod has a volume named "collapser-admin", the name of the collapser sidecar's volume of injector.adminSocket of the injector's chart; rename it`},
+		{"directory mounted", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "run"}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "run", MountPath: "/var/run/collapser/"}}
+		}, `container "app" mounts /var/run/collapser, where the collapser sidecar shares its admin socket; mount it elsewhere, or set injector.adminSocket of the injector's chart to false`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := appPod(optIn)
+			tt.edit(pod)
+			if _, err := in.Inject(pod, "team", nil); err == nil || err.Error() != tt.want {
+				t.Errorf("Inject = %v, want the rejection %q", err, tt.want)
 			}
 		})
 	}

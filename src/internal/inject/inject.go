@@ -25,7 +25,9 @@
 //
 // The patch only adds (the sidecar, and the volumes it mounts: the policy
 // ConfigMap's, the Secrets of the peer token, of the peer TLS, of the
-// callers' TLS and of the backend's CA): it never rewrites the pod from a
+// callers' TLS and of the backend's CA; and, when the template serves the
+// admin service on a Unix socket, the socket's emptyDir, which every app
+// container mounts read-only to reach it): it never rewrites the pod from a
 // decoded copy, so fields this package's API version does not know
 // survive. A pod that already has the sidecar is left as it is, so the
 // webhook can be invoked again (reinvocationPolicy IfNeeded).
@@ -157,7 +159,12 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 		return Result{}, &Rejection{Reasons: rejections}
 	}
 	c, backendPort := in.container(s, namespace)
-	if rejections := collisions(pod, c, backendPort); len(rejections) > 0 {
+	var shareAdmin []jsonpatch.Operation
+	adminDir := adminSocketDir(c)
+	if adminDir != "" {
+		shareAdmin, rejections = shareAdminSocket(&c, pod, adminDir)
+	}
+	if rejections := append(rejections, collisions(pod, c, backendPort)...); len(rejections) > 0 {
 		return Result{}, &Rejection{Reasons: rejections}
 	}
 	if backendPort != 0 && !declares(pod, backendPort) {
@@ -170,7 +177,11 @@ func (in Injector) Inject(pod *corev1.Pod, namespace string, namespaceLabels map
 		patch = append(patch, appendOp("/spec/containers", len(pod.Spec.Containers), c))
 		warnings = append(warnings, "the collapser sidecar is an ordinary container (no native sidecars here): the app may start before it serves, and a Job's pod does not complete while it runs")
 	}
+	patch = append(patch, shareAdmin...)
 	var volumes []corev1.Volume
+	if adminDir != "" {
+		volumes = append(volumes, adminSocketVolume())
+	}
 	if s.policy != "" {
 		volumes = append(volumes, corev1.Volume{Name: policyVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: s.policy},
