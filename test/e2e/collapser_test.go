@@ -35,9 +35,10 @@ var proxyPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/inst
 // the burst exactly, that replies are never shared across credentials, that
 // the sidecar is the only way to the backend from another namespace, is
 // scraped by Prometheus, passes helm test (whose pod is then deleted), that
-// the release's sidecar injector puts the sidecar in front of workloads of
-// their own (checkInjector), and that the release takes a new TTL on
-// upgrade, after which the injector still admits pods.
+// the sidecar injector, installed alone with the README's command for kind
+// (make deploy-injector), puts the sidecar in front of workloads of their
+// own (checkInjector), that the release takes a new TTL on upgrade, and
+// that the injector still admits pods after an upgrade with that command.
 //
 // The subtests share one release on purpose: an install with Prometheus
 // takes about a minute on kind, and every subtest counts only what its own
@@ -45,9 +46,10 @@ var proxyPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/inst
 // client), so one that fails leaves the next one's measure intact. Three
 // depend on an earlier one and say so when it did not run: the dashboard
 // check reads the burst's report, the upgrade replaces the installed pod,
-// and the admission after it needs the upgrade. The replicas test installs
-// a release of its own (without an injector: its webhook configuration is
-// cluster-wide); the injector's workloads get a namespace of their own.
+// and the injector's upgrade needs its install. The replicas test installs
+// a release of its own; the injector (whose webhook configuration is
+// cluster-wide) is a release of its own, and its workloads get a namespace
+// of their own.
 func TestCollapserOnKind(t *testing.T) {
 	s := loadSettings(t)
 	ensureCluster(t, s)
@@ -55,7 +57,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 	namespace := "collapser-e2e-" + strings.ToLower(random.UniqueId())
 	kubectl := restrictedNamespace(t, s, namespace)
-	deleteInjectorClusterObjects(t, kubectl)
+	injector := injectorRelease(t, s)
 
 	opts := helmOptions(s, kubectl, cacheTTL)
 	helm.Install(t, opts, s.chartDir, release)
@@ -134,15 +136,16 @@ func TestCollapserOnKind(t *testing.T) {
 		checkReplicas(t, s)
 	})
 
-	t.Run("the injector puts the sidecar in front of workloads the chart did not render", func(t *testing.T) {
-		checkInjector(t, s, kubectl)
+	injectorInstalled := false
+	t.Run("the injector, installed with the README's command, puts the sidecar in front of workloads the chart did not render", func(t *testing.T) {
+		deployInjector(t, s, s.imageTag)
+		injectorInstalled = true
+		checkInjector(t, s, injector)
 	})
 
-	upgraded := false
 	t.Run("upgrade with a new TTL rolls the pod and the TTL takes effect", func(t *testing.T) {
 		const newTTL = 30 * time.Second
 		helm.Upgrade(t, helmOptions(s, kubectl, newTTL), s.chartDir, release)
-		upgraded = true
 		newPod := waitForProxyPod(t, kubectl, podName)
 		t.Logf("pod %s replaced by %s", podName, newPod)
 
@@ -157,14 +160,15 @@ func TestCollapserOnKind(t *testing.T) {
 		}
 	})
 
-	t.Run("after the upgrade the injector still admits pods with the sidecar", func(t *testing.T) {
-		if !upgraded {
-			t.Fatal("the upgrade did not run")
+	t.Run("after an upgrade with the README's command the injector still admits pods with the sidecar", func(t *testing.T) {
+		if !injectorInstalled {
+			t.Fatal("the injector was not installed")
 		}
-		// The chart leaves the webhook's caBundle to the injector, and
-		// the upgrade replaced the injector's pods: its sidecar template
-		// changed with the TTL. A namespace of its own: the webhook skips
-		// the release's.
+		// Images of another tag change the sidecar template, so the
+		// upgrade replaces the injector's pods; the chart leaves the
+		// webhook's caBundle to the injector, which the upgrade must
+		// keep. A namespace of its own: the webhook skips the release's.
+		deployInjector(t, s, s.imageTag+"-upgraded")
 		probe := restrictedNamespace(t, s, "collapser-upgraded-"+strings.ToLower(random.UniqueId()))
 		checkAdmitted(t, s, probe, "after-upgrade")
 	})
@@ -172,7 +176,7 @@ func TestCollapserOnKind(t *testing.T) {
 
 // helmOptions installs the project's images (never pulled), a slow backend,
 // the given TTL, a policy that replays StreamHellos and keeps its ended
-// streams for streamHeld, the sidecar injector, and, when enabled,
+// streams for streamHeld, no injector (deployInjector installs it), and, when enabled,
 // Prometheus; Grafana stays off (no image here; its manifests are covered
 // by the render tests).
 func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *helm.Options {
@@ -187,14 +191,12 @@ func helmOptions(s settings, kubectl *k8s.KubectlOptions, ttl time.Duration) *he
 		"tests.image.repository":     imageRepoPrefix + "/democlient",
 		"tests.image.tag":            s.imageTag,
 		"tests.image.pullPolicy":     "Never",
-		"injector.enabled":           "true",
-		"injector.image.repository":  imageRepoPrefix + "/collapser-injector",
-		"injector.image.tag":         s.imageTag,
-		"injector.image.pullPolicy":  "Never",
-		"backend.latency":            backendLatency.String(),
-		"collapser.config.cacheTTL":  ttl.String(),
-		"grafana.enabled":            "false",
-		"prometheus.enabled":         "false",
+		// The injector is a release of its own (deployInjector).
+		"injector.enabled":          "false",
+		"backend.latency":           backendLatency.String(),
+		"collapser.config.cacheTTL": ttl.String(),
+		"grafana.enabled":           "false",
+		"prometheus.enabled":        "false",
 
 		// The policy file's one rule; every other method keeps the flags' rule.
 		"collapser.policy.methods[0].name":     streamHellos,

@@ -29,6 +29,34 @@ const (
 	certCheckInterval = time.Minute
 )
 
+// injectorNamespace is where the README's command for kind installs the
+// injector alone (make deploy-injector: scripts/deploy.sh injector), as
+// release "collapser".
+const injectorNamespace = "collapser-system"
+
+// deployInjector installs, or upgrades, the injector with the README's own
+// command for kind, on the test's cluster, its images tagged tag.
+func deployInjector(t *testing.T, s settings, tag string) {
+	t.Helper()
+	command(t, s.repoRoot, map[string]string{"IMAGE_TAG": tag, "KUBECONFIG": s.kubeconfigPath},
+		"make", "deploy-injector", "KIND_CLUSTER="+s.cluster)
+}
+
+// injectorRelease is the namespace of the injector deployInjector
+// installs; the test's end deletes it and the injector's cluster-scoped
+// objects.
+func injectorRelease(t *testing.T, s settings) *k8s.KubectlOptions {
+	t.Helper()
+	kubectl := k8s.NewKubectlOptions("", s.kubeconfigPath, injectorNamespace)
+	t.Cleanup(func() {
+		if err := k8s.RunKubectlE(t, kubectl, "delete", "namespace", injectorNamespace, "--ignore-not-found", "--wait=false"); err != nil {
+			t.Errorf("delete namespace %s: %v", injectorNamespace, err)
+		}
+	})
+	deleteInjectorClusterObjects(t, kubectl)
+	return kubectl
+}
+
 // injectorPodSelector lists the release's injector pods.
 var injectorPodSelector = metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=injector"}
 
