@@ -24,7 +24,6 @@ const validity = 24 * time.Hour
 // or of several.
 type CA struct {
 	pair pki.KeyPair
-	pem  []byte // of pair.Cert
 }
 
 // Files are the paths of a certificate, its key and the CA that signed it,
@@ -37,11 +36,11 @@ func NewCA(name string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pkitest: %w", err)
 	}
-	return &CA{pair: ca, pem: pki.CertPEM(ca.Cert)}, nil
+	return &CA{pair: ca}, nil
 }
 
 // PEM returns the CA's certificate in PEM.
-func (ca *CA) PEM() []byte { return ca.pem }
+func (ca *CA) PEM() []byte { return pki.CertPEM(ca.pair.Cert) }
 
 // Issue writes into dir (made if missing) a certificate for identity, a URI
 // SAN when it has a scheme (spiffe://...), else a DNS SAN, with localhost
@@ -80,7 +79,7 @@ func (ca *CA) Issue(dir, identity string) (Files, error) {
 	for _, w := range []struct {
 		path string
 		data []byte
-	}{{f.Cert, cert}, {f.Key, key}, {f.CA, ca.pem}} {
+	}{{f.Cert, cert}, {f.Key, key}, {f.CA, ca.PEM()}} {
 		if err := os.WriteFile(w.path, w.data, 0o600); err != nil {
 			return Files{}, fmt.Errorf("pkitest: %w", err)
 		}

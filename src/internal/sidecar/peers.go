@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/metrics"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/secretfile"
-	"github.com/collapser/collapser/src/internal/tlsfiles"
 	"github.com/collapser/collapser/src/internal/tracing"
 )
 
@@ -20,14 +21,13 @@ import (
 type peerLinks struct {
 	ring  *peers.Ring
 	trust peers.Trust
-	tls   *tlsfiles.Source // nil: plain text
 }
 
 // dialPeers reads the release's peer token (at least peers.MinTokenBytes)
-// and the files of mutual TLS between replicas, and makes the connection to
-// the peers, traced by tr. Plain text between replicas is refused unless
-// cfg.PeerPlaintext chose it.
-func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*peerLinks, error) {
+// and makes the connection to the peers over mutual, the credentials of
+// mutual TLS between replicas (legs.peers), traced by tr. Plain text between
+// replicas (mutual nil) is refused unless cfg.PeerPlaintext chose it.
+func dialPeers(cfg config.Settings, mutual credentials.TransportCredentials, tr *tracing.Tracing, logger *slog.Logger) (*peerLinks, error) {
 	// Parse checked it; settings made otherwise are checked here.
 	if err := cfg.CheckPeerTransport(); err != nil {
 		return nil, err
@@ -36,16 +36,8 @@ func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("peer token (%s): %w", config.EnvName("peer-token-file"), err)
 	}
-	links := &peerLinks{trust: peers.Trust{Token: token}}
-	if cfg.PeerTLSCertFile != "" {
-		if links.tls, err = tlsfiles.Watch(tlsfiles.Files{Cert: cfg.PeerTLSCertFile, Key: cfg.PeerTLSKeyFile, CA: cfg.PeerTLSCAFile}, 0); err != nil {
-			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
-		}
-		if links.trust.TLS, err = links.tls.Mutual(); err != nil {
-			links.tls.Close()
-			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
-		}
-	} else {
+	links := &peerLinks{trust: peers.Trust{Token: token, TLS: mutual}}
+	if mutual == nil {
 		logger.Warn("calls between replicas are plain text (" + config.EnvName("peer-plaintext") + "): their peer token, callers' headers and answers can be read on the network; set " +
 			config.EnvName("peer-tls-cert-file") + ", " + config.EnvName("peer-tls-key-file") + " and " + config.EnvName("peer-tls-ca-file") + " instead")
 	}
@@ -56,17 +48,12 @@ func dialPeers(cfg config.Settings, tr *tracing.Tracing, logger *slog.Logger) (*
 	return links, nil
 }
 
-// close closes the connection to the peers and stops watching the TLS
-// files.
+// close closes the connection to the peers.
 func (l *peerLinks) close() error {
-	var err error
-	if l.ring != nil {
-		err = l.ring.Close()
+	if l.ring == nil {
+		return nil
 	}
-	if l.tls != nil {
-		l.tls.Close()
-	}
-	return err
+	return l.ring.Close()
 }
 
 // replicas returns the other replicas purges are taken to and synced with,

@@ -132,7 +132,7 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 	}
 	var links *peerLinks
 	if cfg.Peers != "" {
-		if links, err = dialPeers(cfg, tr, logger); err != nil {
+		if links, err = dialPeers(cfg, tls.peers, tr, logger); err != nil {
 			backend.Close()
 			tls.close()
 			return nil, err

@@ -42,14 +42,10 @@ func carries(cert *x509.Certificate, identity string) bool {
 // by their pods' addresses, which no certificate names, so the identity
 // stands in for the host name. TLS 1.3 only: both ends are collapser.
 func (s *Source) Mutual() (credentials.TransportCredentials, error) {
-	if s.files.Cert == "" || s.files.CA == "" {
+	if s.leaf == nil || s.files.CA == "" {
 		return nil, errors.New("tls: replicas need a certificate, its key and the CA that signs theirs")
 	}
-	pair, err := tls.LoadX509KeyPair(s.files.Cert, s.files.Key)
-	if err != nil {
-		return nil, fmt.Errorf("tls: certificate %s: %w", s.files.Cert, err)
-	}
-	if _, err := Identity(pair.Leaf); err != nil {
+	if _, err := Identity(s.leaf); err != nil {
 		return nil, err
 	}
 	return &creds{src: s, verified: true, config: func(km *certprovider.KeyMaterial) *tls.Config {

@@ -47,6 +47,7 @@ type Files struct {
 // Source is a set of Files watched for changes. Close it when done.
 type Source struct {
 	files    Files
+	leaf     *x509.Certificate // this side's certificate as Watch first read it; nil without one
 	provider certprovider.Provider
 }
 
@@ -61,10 +62,13 @@ func Watch(f Files, refresh time.Duration) (*Source, error) {
 	if (f.Cert == "") != (f.Key == "") {
 		return nil, errors.New("tls: a certificate needs its key, and a key its certificate")
 	}
+	var leaf *x509.Certificate
 	if f.Cert != "" {
-		if _, err := tls.LoadX509KeyPair(f.Cert, f.Key); err != nil {
+		pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
 			return nil, fmt.Errorf("tls: certificate %s with key %s: %w", f.Cert, f.Key, err)
 		}
+		leaf = pair.Leaf
 	}
 	if f.CA != "" {
 		if _, err := readPool(f.CA); err != nil {
@@ -78,7 +82,7 @@ func Watch(f Files, refresh time.Duration) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	return &Source{files: f, provider: p}, nil
+	return &Source{files: f, leaf: leaf, provider: p}, nil
 }
 
 // readPool reads a PEM file of CA certificates.
