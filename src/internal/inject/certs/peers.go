@@ -236,8 +236,19 @@ func (p *Peers) patch(ctx context.Context, secret *corev1.Secret) error {
 // Sync renews the CA when two thirds of its validity have passed (the new
 // one is trusted at once and signs after TrustLead), drops expired CAs,
 // and renews every workload certificate that is due, signed by another CA
-// than the one that signs now, or written with another ca.crt.
+// than the one that signs now, or written with another ca.crt. When
+// another replica wrote the CA between its read and its write (both start
+// together on install), it reads again at once rather than stay unready
+// until the next Sync.
 func (p *Peers) Sync(ctx context.Context) error {
+	err := p.sync(ctx)
+	if apierrors.IsConflict(err) {
+		err = p.sync(ctx)
+	}
+	return err
+}
+
+func (p *Peers) sync(ctx context.Context) error {
 	var secret corev1.Secret
 	if err := p.client.Get(ctx, p.opts.CASecret, &secret); err != nil {
 		return fmt.Errorf("read peer CA secret %s: %w", p.opts.CASecret, err)

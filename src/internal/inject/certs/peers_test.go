@@ -315,3 +315,35 @@ func parseLeaf(t *testing.T, data map[string][]byte) *x509.Certificate {
 func sameIssuer(a, b *x509.Certificate) bool {
 	return string(a.AuthorityKeyId) == string(b.AuthorityKeyId)
 }
+
+// TestPeers_TwoReplicasStartingTogetherAgreeOnOneCA: the replica whose
+// first write of the CA conflicts with the other's reads it again at once
+// and is ready with the CA the other wrote.
+func TestPeers_TwoReplicasStartingTogetherAgreeOnOneCA(t *testing.T) {
+	clk := &clock{t0}
+	c := peerCluster()
+	a, b := newPeers(t, c, clk), newPeers(t, c, clk)
+	var stale corev1.Secret // b's read, before a wrote the CA
+	if err := c.Get(testkit.Context(t), testCASecret, &stale); err != nil {
+		t.Fatal(err)
+	}
+	mustPeerSync(t, a)
+	racing := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if s, ok := obj.(*corev1.Secret); ok && key == testCASecret && stale.ResourceVersion != "" {
+			stale.DeepCopyInto(s) // the read that raced a's write
+			stale.ResourceVersion = ""
+			return nil
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	b.client = interceptor.NewClient(c, racing)
+	if err := b.Sync(testkit.Context(t)); err != nil {
+		t.Fatalf("Sync after a conflicting write = %v, want it read again", err)
+	}
+	if err := b.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := caSerial(b.current().signer.Cert), caSerial(a.current().signer.Cert); got != want {
+		t.Errorf("b signs with CA %s, a with %s: one CA, the first written", got, want)
+	}
+}
