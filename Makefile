@@ -163,7 +163,7 @@ cluster: ## Create the kind cluster "collapser" (KIND_NODE_IMAGE, KIND_CONFIG, K
 deploy: ## Build images, load them into kind, helm upgrade --install with Prometheus + Grafana (GRAFANA=false offline).
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh
 
-deploy-injector: ## Build the sidecar's and injector's images, load them into kind, install the injector alone (README: Put it in front of a service).
+deploy-injector: ## Build the sidecar's and injector's images, load them into kind, install the injector alone (README: Put it in front of a service; PROMETHEUS=true adds a Prometheus that scrapes it).
 	KIND_CLUSTER=$(KIND_CLUSTER) ./scripts/deploy.sh injector
 
 demo: ## Burst through the Service (helm test): prints the backend's own call count and the collapse ratio.

@@ -9,7 +9,8 @@
 #                                # "collapser-system", as step 1 of the README's
 #                                # "Put it in front of a service" does on a cluster
 #                                # that can pull the images
-#                                # (charts/collapser/ci/injector-only-values.yaml)
+#                                # (charts/collapser/ci/injector-only-values.yaml),
+#                                # with a Prometheus that scrapes it if PROMETHEUS=true
 #
 # Without a registry, the Prometheus image is built from the Go module proxy
 # (PROMETHEUS_IMAGE_PULL=0); Grafana's image cannot be had there: use GRAFANA=false.
@@ -30,24 +31,25 @@ case "${what}" in
     grafana="${GRAFANA:-true}"
     namespace=collapser
     images=(collapser/collapser:"${tag}" collapser/hello-backend:"${tag}" collapser/democlient:"${tag}")
-    if [[ "${prometheus}" == true ]]; then
-      ./scripts/prometheus-image.sh
-      images+=("${PROMETHEUS_IMAGE:-prom/prometheus:v3.16.0}")
-    fi
     values=(--set "collapser.image.tag=${tag},backend.image.tag=${tag},tests.image.tag=${tag}"
       --set "prometheus.enabled=${prometheus},grafana.enabled=${grafana}")
     ;;
   injector)
+    prometheus="${PROMETHEUS:-false}"
     namespace=collapser-system
     images=(collapser/collapser:"${tag}" collapser/collapser-injector:"${tag}")
     values=(-f charts/collapser/ci/injector-only-values.yaml
-      --set "collapser.image.tag=${tag},injector.image.tag=${tag}")
+      --set "collapser.image.tag=${tag},injector.image.tag=${tag},prometheus.enabled=${prometheus}")
     ;;
   *)
     echo "deploy.sh: unknown target ${what} (demo or injector)" >&2
     exit 2
     ;;
 esac
+if [[ "${prometheus}" == true ]]; then
+  ./scripts/prometheus-image.sh
+  images+=("${PROMETHEUS_IMAGE:-prom/prometheus:v3.16.0}")
+fi
 kind load docker-image --name "${cluster}" "${images[@]}"
 
 helm upgrade --install collapser charts/collapser --kube-context "kind-${cluster}" \

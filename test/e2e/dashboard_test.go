@@ -43,7 +43,7 @@ func checkDashboard(t *testing.T, s settings, prom panelquery.Client, target, ba
 
 	t.Logf("the demo's report: %d requests, %d errors, %d backend calls, collapse ratio %v; the backend's own count: %d",
 		burst.Requests, burst.Errors, burst.BackendCalls, burst.CollapseRatio, truth)
-	v := openDashboard(t, prom, d, scrape, burstEnd)
+	v := openDashboard(t, prom, d, scrape, burstEnd, proxyJobs)
 	bucket := latencyBucket(t, prom, v.at)
 	checkPanels(t, d, v, burstExpectations(burst, truth, bucket), true)
 
@@ -55,13 +55,13 @@ func checkDashboard(t *testing.T, s settings, prom panelquery.Client, target, ba
 	truth = backendCount(t, backendMetrics)
 	t.Logf("then %d calls with a %v deadline: %d errors %v, %d backend calls; the backend's own count: %d",
 		failing.Requests, errorTimeout, failing.Errors, failing.ErrorsByCode, failing.BackendCalls, truth)
-	v = openDashboard(t, prom, d, scrape, failingEnd)
+	v = openDashboard(t, prom, d, scrape, failingEnd, proxyJobs)
 	checkPanels(t, d, v, errorExpectations(burst, failing, truth), false)
 	checkCreatedTimestampZeros(t, prom, v)
 
 	streams := runStreams(t, target, backendMetrics)
 	streamsEnd := time.Now()
-	v = openDashboard(t, prom, d, scrape, streamsEnd)
+	v = openDashboard(t, prom, d, scrape, streamsEnd, proxyJobs)
 	checkPanels(t, d, v, streamExpectations(burst, failing, streams, truth), false)
 	checkMethodVariable(t, prom, d, v.at, sayHello, streamHellos)
 }

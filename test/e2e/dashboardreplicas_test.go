@@ -63,7 +63,7 @@ func checkReplicasDashboard(t *testing.T, s settings, prom panelquery.Client, b 
 	p := b.totals()
 	t.Logf("the pods' own counts: %v requests, %v leaders in %d pods, %v forwarded (%v answered by another pod), %v fallbacks, %v served for peers",
 		p.requests, p.leaders, p.led, p.forwarded, p.toPeers, p.fallbacks, p.servedForPeers)
-	v := openDashboard(t, prom, d, scrapeInterval(t, prom), b.end)
+	v := openDashboard(t, prom, d, scrapeInterval(t, prom), b.end, proxyJobs)
 	checkPanels(t, d, v, spreadExpectations(b.report, p), false)
 }
 

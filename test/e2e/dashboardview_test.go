@@ -24,14 +24,21 @@ type view struct {
 
 func viewKey(panel, refID string) string { return panel + " " + refID }
 
-// openDashboard waits until Prometheus has scraped the sidecar and the
-// backend after the given moment, then evaluates every query of the
+// The Prometheus jobs a dashboard view waits for: the demo release's
+// sidecars and backends, or the injector release's injectors.
+var (
+	proxyJobs    = []string{"collapser", "hello-backend"}
+	injectorJobs = []string{"collapser-injector"}
+)
+
+// openDashboard waits until Prometheus has scraped every job of jobs after
+// the given moment, then evaluates every query of the
 // dashboard opened now, as Grafana computes them (package panelquery). A
 // query Prometheus rejects fails the test at once.
-func openDashboard(t *testing.T, prom panelquery.Client, d *panelquery.Dashboard, scrape time.Duration, after time.Time) view {
+func openDashboard(t *testing.T, prom panelquery.Client, d *panelquery.Dashboard, scrape time.Duration, after time.Time, jobs []string) view {
 	t.Helper()
 	// The last scrape of each job before the queries' time.
-	freshness := `min by (job) (timestamp(up{job=~"collapser|hello-backend"}))`
+	freshness := fmt.Sprintf(`min by (job) (timestamp(up{job=~%q}))`, strings.Join(jobs, "|"))
 	// The next scrape of each, within a dozen scrape intervals.
 	got := retry.DoWithRetryInterface(t, "Prometheus scraped after "+after.Format(time.TimeOnly), 12, scrape, func() (any, error) {
 		queries, err := d.Queries(panelquery.Settings{Now: time.Now(), ScrapeInterval: scrape})
@@ -54,8 +61,8 @@ func openDashboard(t *testing.T, prom panelquery.Client, d *panelquery.Dashboard
 				fresh++
 			}
 		}
-		if fresh != 2 {
-			return nil, fmt.Errorf("by %v, the sidecar and the backend were not both scraped %v after %v: last scrapes %v", at.Format(time.TimeOnly), scrapeMargin, after.Format(time.TimeOnly), last)
+		if fresh != len(jobs) {
+			return nil, fmt.Errorf("by %v, not every job of %v was scraped %v after %v: last scrapes %v", at.Format(time.TimeOnly), jobs, scrapeMargin, after.Format(time.TimeOnly), last)
 		}
 		v := view{at: at, queries: map[string]panelquery.Query{}, results: map[string][]panelquery.Series{}}
 		for _, q := range queries {

@@ -42,7 +42,8 @@ type injectorChecks struct {
 // injector's renewal of their certificate in place without a failed call, a
 // pod using the sidecar's ports is refused with the message, admission
 // works after a forced certificate renewal, the injector counted it all,
-// and with no injector a pod starts without the sidecar, visibly. The
+// and with no injector a pod starts without the sidecar, visibly. It first
+// waits until the injector just installed admits pods. The
 // Deployments are created at once, so that their pods start together; each
 // subtest waits for its own. The injector's metrics are read before the
 // outage, whose scaling to 0 ends its pods and their counts.
@@ -54,6 +55,7 @@ func checkInjector(t *testing.T, s settings, release *k8s.KubectlOptions) {
 		t.Fatal(err)
 	}
 	c := &injectorChecks{s: s, kubectl: kubectl, release: release, client: client}
+	waitUntilInjecting(t, s, kubectl)
 	c.create(t, helloDeployment(s, helloApp, 1, nil), helloService(helloApp), peerTokenSecret(peersToken),
 		helloDeployment(s, peersApp, replicas, map[string]string{annotationPeers: peersService, annotationPeerTokenSecret: peersToken}),
 		helloService(peersApp), headlessPeersService(peersService, peersApp))
@@ -65,6 +67,9 @@ func checkInjector(t *testing.T, s settings, release *k8s.KubectlOptions) {
 	t.Run("a pod using the sidecar's ports is refused with the message", c.collisionsRefused)
 	t.Run("after a forced certificate renewal admission still works", c.renewalKeepsAdmitting)
 	t.Run("the injector counted every admission", c.admissionsCounted)
+	if s.prometheus {
+		t.Run("the dashboard shows the injector's admissions, through its release's Prometheus", c.injectorDashboard)
+	}
 	t.Run("with no injector a pod starts without the sidecar, visibly", c.outageVisible)
 }
 
@@ -259,6 +264,29 @@ func checkAdmitted(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name s
 	if err := pods.Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Errorf("delete pod %s: %v", name, err)
 	}
+}
+
+// waitUntilInjecting waits until a pod created in kubectl's namespace gets
+// the sidecar, asking with server-side dry runs (the webhook's sideEffects
+// allow them; nothing is created). An injector just installed is ready a
+// moment before the API server reaches it through its Service (kube-proxy
+// programs the new endpoints), and meanwhile failurePolicy Ignore admits
+// pods without the sidecar, as the chart's NOTES say.
+func waitUntilInjecting(t *testing.T, s settings, kubectl *k8s.KubectlOptions) {
+	t.Helper()
+	client, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := client.CoreV1().Pods(kubectl.Namespace)
+	retry.DoWithRetry(t, "the injector admits pods", 30, 2*time.Second, func() (string, error) {
+		got, err := pods.Create(t.Context(), injectedHelloPod(s, "dry-run-probe", probeApp), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return "", err
+		}
+		_, err = nativeSidecar(got)
+		return "", err
+	})
 }
 
 // checkInjected checks that pod has the native sidecar: an init container

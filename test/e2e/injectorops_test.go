@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ const (
 	// certCheckInterval is how often it looks at its certificate
 	// (COLLAPSER_INJECTOR_CERT_CHECK_INTERVAL: the chart keeps the default).
 	certCheckInterval = time.Minute
+	// injectorReplicas is the number of its pods: the chart's default
+	// injector.replicaCount.
+	injectorReplicas = 2
 )
 
 // injectorNamespace is where the README's command for kind installs the
@@ -35,10 +39,11 @@ const (
 const injectorNamespace = "collapser-system"
 
 // deployInjector installs, or upgrades, the injector with the README's own
-// command for kind, on the test's cluster, its images tagged tag.
+// command for kind, on the test's cluster, its images tagged tag, with a
+// Prometheus that scrapes it when the test uses Prometheus.
 func deployInjector(t *testing.T, s settings, tag string) {
 	t.Helper()
-	command(t, s.repoRoot, map[string]string{"IMAGE_TAG": tag, "KUBECONFIG": s.kubeconfigPath},
+	command(t, s.repoRoot, map[string]string{"IMAGE_TAG": tag, "KUBECONFIG": s.kubeconfigPath, "PROMETHEUS": strconv.FormatBool(s.prometheus)},
 		"make", "deploy-injector", "KIND_CLUSTER="+s.cluster)
 }
 
