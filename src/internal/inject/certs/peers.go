@@ -285,10 +285,10 @@ func (p *Peers) sync(ctx context.Context) error {
 // it wrote; a Secret gone, or no longer the injector's, leaves the list.
 func (p *Peers) renewDue(ctx context.Context, st *peerState, now time.Time) error {
 	renewed, dropped := issuedList{}, []string{}
+	signer, bundle := caSerial(st.signer.Cert), digest(st.bundle)
 	var errs []error
 	for key, e := range st.issued {
-		if now.Before(renewAt(&x509.Certificate{NotBefore: e.NotBefore, NotAfter: e.NotAfter})) &&
-			e.Signer == caSerial(st.signer.Cert) && e.Bundle == digest(st.bundle) {
+		if now.Before(renewAt(e.NotBefore, e.NotAfter)) && e.Signer == signer && e.Bundle == bundle {
 			continue
 		}
 		secret, entry, err := p.issue(st, PeerRequest{Namespace: e.Namespace, Service: e.Service, Secret: e.Secret}, now)
@@ -360,7 +360,7 @@ func (p *Peers) setState(st *peerState) {
 // passed two thirds of its validity.
 func (p *Peers) keepCAs(cas []pki.KeyPair, now time.Time) ([]pki.KeyPair, error) {
 	kept := slices.DeleteFunc(slices.Clone(cas), func(ca pki.KeyPair) bool { return !now.Before(ca.Cert.NotAfter) })
-	if len(kept) > 0 && now.Before(renewAt(kept[0].Cert)) {
+	if len(kept) > 0 && now.Before(renewAt(kept[0].Cert.NotBefore, kept[0].Cert.NotAfter)) {
 		return kept, nil
 	}
 	ca, err := pki.NewCA("collapser-injector peer CA "+now.UTC().Format(time.RFC3339),

@@ -119,13 +119,14 @@ func (r *Rotator) valid(data map[string][]byte, now time.Time) bool {
 			return false
 		}
 	}
-	return now.Before(renewAt(pair.Leaf))
+	return now.Before(renewAt(pair.Leaf.NotBefore, pair.Leaf.NotAfter))
 }
 
-// renewAt is when two thirds of c's validity, from its issue, have passed.
-func renewAt(c *x509.Certificate) time.Time {
-	issued := c.NotBefore.Add(clockSkew)
-	return issued.Add(c.NotAfter.Sub(issued) * 2 / 3)
+// renewAt is when two thirds of the validity of a certificate valid from
+// notBefore to notAfter, from its issue, have passed.
+func renewAt(notBefore, notAfter time.Time) time.Time {
+	issued := notBefore.Add(clockSkew)
+	return issued.Add(notAfter.Sub(issued) * 2 / 3)
 }
 
 // renew writes a new CA and serving certificate into secret, keeping the
