@@ -30,8 +30,8 @@ type injectorChecks struct {
 	kubectl  *k8s.KubectlOptions // the workloads' namespace
 	release  *k8s.KubectlOptions // the release's namespace: the injector's
 	client   kubernetes.Interface
-	injected int         // pods the subtests saw admitted with the sidecar
-	refused  int         // pods the subtests saw refused
+	injected int // pods the subtests saw admitted with the sidecar
+	refused  int // pods the subtests saw refused
 }
 
 // checkInjector checks the release's sidecar injector on workloads of a
