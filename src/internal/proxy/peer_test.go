@@ -64,8 +64,8 @@ func TestPeers_AReplayedStreamIsReadThroughItsOwner(t *testing.T) {
 	b := startBackend(t, nil)
 	s := startProxy(t, b.addr, proxyConfig{peered: true, policyFile: replayPolicy("1h")})
 	for i := range 3 {
-		if got := readStream(t, s.client, "ann", count); got.err != nil || len(got.messages) != count {
-			t.Fatalf("caller %d: %d messages, %v; want %d", i, len(got.messages), got.err, count)
+		if got := readStream(t, s.client, "ann", count); got.Err != nil || len(got.Replies) != count {
+			t.Fatalf("caller %d: %d messages, %v; want %d", i, len(got.Replies), got.Err, count)
 		}
 	}
 	if n := b.Calls.StreamHellos.Load(); n != 1 {

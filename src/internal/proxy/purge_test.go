@@ -100,8 +100,8 @@ func TestPurge_AllTakesBackEveryAnswerAndRecord(t *testing.T) {
 		if r := sayHello(ctx, s.client, "ann", ""); r.err != nil {
 			t.Fatal(r.err)
 		}
-		if got := readStream(t, s.client, "ann", 3); got.err != nil {
-			t.Fatal(got.err)
+		if got := readStream(t, s.client, "ann", 3); got.Err != nil {
+			t.Fatal(got.Err)
 		}
 	}
 	if n := s.proxy.PurgeAll(); n != 2 {
@@ -110,8 +110,8 @@ func TestPurge_AllTakesBackEveryAnswerAndRecord(t *testing.T) {
 	if r := sayHello(ctx, s.client, "ann", ""); r.err != nil {
 		t.Fatal(r.err)
 	}
-	if got := readStream(t, s.client, "ann", 3); got.err != nil {
-		t.Fatal(got.err)
+	if got := readStream(t, s.client, "ann", 3); got.Err != nil {
+		t.Fatal(got.Err)
 	}
 	if calls, streams := b.Calls.SayHello.Load(), b.Calls.StreamHellos.Load(); calls != 2 || streams != 2 {
 		t.Errorf("backend calls %d, streams %d after PurgeAll; want 2 and 2", calls, streams)

@@ -27,10 +27,10 @@ func agedStreams(t *testing.T, b *testBackend, clock *testkit.Clock, ring string
 func readAnn(t *testing.T, s *runningProxy, at time.Duration) {
 	t.Helper()
 	got := readStream(t, s.client, "ann", 3)
-	if got.err != nil || len(got.messages) != 3 {
-		t.Fatalf("at %v: %d messages, %v; want 3", at, len(got.messages), got.err)
+	if got.Err != nil || len(got.Replies) != 3 {
+		t.Fatalf("at %v: %d messages, %v; want 3", at, len(got.Replies), got.Err)
 	}
-	if v := got.trailer.Get(peers.LifeHeader); v != nil {
+	if v := got.Trailer.Get(peers.LifeHeader); v != nil {
 		t.Errorf("at %v: the caller saw the owner's life trailer %q", at, v)
 	}
 }

@@ -62,10 +62,10 @@ func taggedStreams(t *testing.T, b *testBackend, tags string, peered bool) *runn
 func readAlice(t *testing.T, s *runningProxy) {
 	t.Helper()
 	got := readStream(t, s.client, "alice", 3)
-	if got.err != nil || len(got.messages) != 3 {
-		t.Fatalf("StreamHellos: %d messages, %v; want 3", len(got.messages), got.err)
+	if got.Err != nil || len(got.Replies) != 3 {
+		t.Fatalf("StreamHellos: %d messages, %v; want 3", len(got.Replies), got.Err)
 	}
-	if v := got.header.Get(proxy.DefaultTagsHeader); v != nil {
+	if v := got.Header.Get(proxy.DefaultTagsHeader); v != nil {
 		t.Errorf("the caller saw the tags header %q: it is taken out", v)
 	}
 }
@@ -190,7 +190,7 @@ func TestReplay_ForwardTagsHeaderKeepsAStreamsTagsForCallers(t *testing.T) {
 			return withStreamHeader{cc, proxy.DefaultTagsHeader, "user:alice"}
 		},
 	})
-	if got := readStream(t, s.client, "alice", 3); got.err != nil || strings.Join(got.header.Get(proxy.DefaultTagsHeader), ",") != "user:alice" {
-		t.Errorf("with ForwardTagsHeader: header %v, %v; want the tags header", got.header, got.err)
+	if got := readStream(t, s.client, "alice", 3); got.Err != nil || strings.Join(got.Header.Get(proxy.DefaultTagsHeader), ",") != "user:alice" {
+		t.Errorf("with ForwardTagsHeader: header %v, %v; want the tags header", got.Header, got.Err)
 	}
 }

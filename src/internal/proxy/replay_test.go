@@ -1,9 +1,7 @@
 package proxy_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -20,35 +18,11 @@ func replayPolicy(ttl string) string {
 	return "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: " + ttl + "\n"
 }
 
-// streamed is what a caller read of one stream.
-type streamed struct {
-	header, trailer metadata.MD
-	messages        []string
-	err             error
-}
-
 // readStream makes one StreamHellos call for name and count through c and
 // reads it to its end.
-func readStream(t *testing.T, c hellov1.GreeterClient, name string, count int32) streamed {
+func readStream(t *testing.T, c hellov1.GreeterClient, name string, count int32) testkit.Streamed {
 	t.Helper()
-	stream, err := c.StreamHellos(testkit.Context(t), &hellov1.HelloRequest{Name: name, Count: count})
-	if err != nil {
-		return streamed{err: err}
-	}
-	var got streamed
-	got.header, _ = stream.Header()
-	for {
-		reply, err := stream.Recv()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				got.err = err
-			}
-			break
-		}
-		got.messages = append(got.messages, reply.GetMessage())
-	}
-	got.trailer = stream.Trailer()
-	return got
+	return testkit.ReadStream(testkit.Context(t), c, &hellov1.HelloRequest{Name: name, Count: count})
 }
 
 func TestReplay_EveryCallerOfAKeptStreamReadsTheOneBackendStream(t *testing.T) {
@@ -57,12 +31,12 @@ func TestReplay_EveryCallerOfAKeptStreamReadsTheOneBackendStream(t *testing.T) {
 	s := startProxy(t, b.addr, proxyConfig{policyFile: replayPolicy("1h")})
 	for i := range callers {
 		got := readStream(t, s.client, "ann", count)
-		if got.err != nil || len(got.messages) != count || got.messages[count-1] != fmt.Sprintf("hello ann #%d", count-1) {
-			t.Fatalf("caller %d: %d messages, %v; want %d", i, len(got.messages), got.err, count)
+		if got.Err != nil || len(got.Replies) != count || got.Messages()[count-1] != fmt.Sprintf("hello ann #%d", count-1) {
+			t.Fatalf("caller %d: %d messages, %v; want %d", i, len(got.Replies), got.Err, count)
 		}
-		if !mdEqual(got.header, metadata.Pairs(backendHeaderKey, "h-ann"), backendHeaderKey) ||
-			!mdEqual(got.trailer, metadata.Pairs(backendTrailerKey, "t-ann"), backendTrailerKey) {
-			t.Errorf("caller %d: header %v, trailer %v; want the backend's", i, got.header, got.trailer)
+		if !mdEqual(got.Header, metadata.Pairs(backendHeaderKey, "h-ann"), backendHeaderKey) ||
+			!mdEqual(got.Trailer, metadata.Pairs(backendTrailerKey, "t-ann"), backendTrailerKey) {
+			t.Errorf("caller %d: header %v, trailer %v; want the backend's", i, got.Header, got.Trailer)
 		}
 	}
 	if n := b.Calls.StreamHellos.Load(); n != 1 {
@@ -83,11 +57,11 @@ func TestReplay_AFailedStreamReachesItsCallerAndIsNotKept(t *testing.T) {
 	s := startProxy(t, b.addr, proxyConfig{policyFile: replayPolicy("1h")})
 	for i := range 2 {
 		got := readStream(t, s.client, nameError, 0)
-		if status.Code(got.err) != codes.FailedPrecondition || len(status.Convert(got.err).Details()) != 1 {
-			t.Errorf("caller %d: %v, want the backend's FAILED_PRECONDITION with its details", i, got.err)
+		if status.Code(got.Err) != codes.FailedPrecondition || len(status.Convert(got.Err).Details()) != 1 {
+			t.Errorf("caller %d: %v, want the backend's FAILED_PRECONDITION with its details", i, got.Err)
 		}
-		if !mdEqual(got.trailer, metadata.Pairs(backendTrailerKey, "t-"+nameError), backendTrailerKey) {
-			t.Errorf("caller %d: trailer %v, want the backend's", i, got.trailer)
+		if !mdEqual(got.Trailer, metadata.Pairs(backendTrailerKey, "t-"+nameError), backendTrailerKey) {
+			t.Errorf("caller %d: trailer %v, want the backend's", i, got.Trailer)
 		}
 	}
 	if n := b.Calls.StreamHellos.Load(); n != 2 {

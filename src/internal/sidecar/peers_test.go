@@ -301,8 +301,8 @@ func TestPeers_IdenticalStreamsOverThreeReplicasReadOneBackendStream(t *testing.
 			}
 			results := streams(testkit.Context(t), clients, callers, req)
 			for i, r := range results {
-				if !r.consistent(replies, "feed") {
-					t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.replies), r.err, replies)
+				if !consistent(r, replies, "feed") {
+					t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.Replies), r.Err, replies)
 				}
 			}
 			var total int64
@@ -360,8 +360,8 @@ func TestPeers_AStreamWhoseOwnerIsGoneIsReadFromTheLocalBackend(t *testing.T) {
 	req := &hellov1.HelloRequest{Name: "feed", Count: replies, IntervalMs: 10}
 	results := streams(testkit.Context(t), []hellov1.GreeterClient{client}, callers, req)
 	for i, r := range results {
-		if !r.consistent(replies, "feed") {
-			t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.replies), r.err, replies)
+		if !consistent(r, replies, "feed") {
+			t.Fatalf("caller %d: %d replies, err %v; want %d of one stream", i, len(r.Replies), r.Err, replies)
 		}
 	}
 	if n := count(); n != 1 {

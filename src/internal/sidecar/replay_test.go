@@ -2,9 +2,7 @@ package sidecar
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -118,19 +116,13 @@ func methodCount(t *testing.T, addr, method string) func() int64 {
 	}
 }
 
-// streamed is what one caller of StreamHellos received.
-type streamed struct {
-	replies []*hellov1.HelloReply
-	err     error
-}
-
 // consistent reports whether s holds n replies of one backend call.
-func (s streamed) consistent(n int, name string) bool {
-	if s.err != nil || len(s.replies) != n {
+func consistent(s testkit.Streamed, n int, name string) bool {
+	if s.Err != nil || len(s.Replies) != n {
 		return false
 	}
-	for _, r := range s.replies {
-		if r.GetMessage() != "Hello, "+name || r.GetCall() != s.replies[0].GetCall() {
+	for _, r := range s.Replies {
+		if r.GetMessage() != "Hello, "+name || r.GetCall() != s.Replies[0].GetCall() {
 			return false
 		}
 	}
@@ -139,34 +131,14 @@ func (s streamed) consistent(n int, name string) bool {
 
 // streams makes n concurrent identical StreamHellos calls, the i-th through
 // clients[i%len(clients)], and returns what each caller read.
-func streams(ctx context.Context, clients []hellov1.GreeterClient, n int, req *hellov1.HelloRequest) []streamed {
-	results := make([]streamed, n)
+func streams(ctx context.Context, clients []hellov1.GreeterClient, n int, req *hellov1.HelloRequest) []testkit.Streamed {
+	results := make([]testkit.Streamed, n)
 	var wg sync.WaitGroup
 	for i := range results {
-		wg.Go(func() { results[i] = stream(ctx, clients[i%len(clients)], req) })
+		wg.Go(func() { results[i] = testkit.ReadStream(ctx, clients[i%len(clients)], req) })
 	}
 	wg.Wait()
 	return results
-}
-
-// stream calls StreamHellos and reads it to its end.
-func stream(ctx context.Context, c hellov1.GreeterClient, req *hellov1.HelloRequest) streamed {
-	s, err := c.StreamHellos(ctx, req)
-	if err != nil {
-		return streamed{err: err}
-	}
-	var out streamed
-	for {
-		r, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			out.err = err
-			return out
-		}
-		out.replies = append(out.replies, r)
-	}
 }
 
 func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
@@ -177,11 +149,11 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 	// The backend holds its stream half sent until every caller reads it,
 	// however long a loaded machine takes to make the calls: the waits
 	// bound a stall of the callers, and they wait as long as the test does.
-	results := make([]streamed, callers)
+	results := make([]testkit.Streamed, callers)
 	var ended atomic.Int64
 	for i := range callers {
 		go func() {
-			results[i] = stream(t.Context(), clients[i%len(clients)], req)
+			results[i] = testkit.ReadStream(t.Context(), clients[i%len(clients)], req)
 			ended.Add(1)
 		}()
 	}
@@ -189,8 +161,8 @@ func TestReplay_ThousandIdenticalStreamsReadOneBackendStream(t *testing.T) {
 	close(gate)
 	testkit.WaitForCount(t, "callers at their stream's end", callers, func() int { return int(ended.Load()) })
 	for i, r := range results {
-		if !r.consistent(n, "feed") {
-			t.Fatalf("caller %d: %d replies, err %v; want %d replies of one call", i, len(r.replies), r.err, n)
+		if !consistent(r, n, "feed") {
+			t.Fatalf("caller %d: %d replies, err %v; want %d replies of one call", i, len(r.Replies), r.Err, n)
 		}
 	}
 	got := backend.Calls.StreamHellos.Load()
@@ -218,13 +190,13 @@ func TestReplay_CallersJoiningMidStreamGetEveryMessage(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
-	done := make(chan []streamed, 1)
+	done := make(chan []testkit.Streamed, 1)
 	go func() { done <- streams(ctx, clients[:1], late, req) }()
 	testkit.WaitFor(t, "the late callers on the stream", func() bool { return sc.proxy.StreamStats().Readers == 1+late })
 	close(gate)
 	for i, r := range testkit.Recv(t, "the late callers' streams", done) {
-		if !r.consistent(n, "late") {
-			t.Errorf("caller %d, joined at message 50: %d replies, err %v; want all %d", i, len(r.replies), r.err, n)
+		if !consistent(r, n, "late") {
+			t.Errorf("caller %d, joined at message 50: %d replies, err %v; want all %d", i, len(r.Replies), r.Err, n)
 		}
 	}
 	if got := backend.Calls.StreamHellos.Load(); got != 1 {
@@ -251,17 +223,17 @@ func TestReplay_AStalledCallerDoesNotDelayTheOthers(t *testing.T) {
 	}
 	// The readers come over a connection of their own: the stalled caller's
 	// holds nothing of theirs.
-	results := make(chan streamed, readers)
+	results := make(chan testkit.Streamed, readers)
 	for range readers {
-		go func() { results <- stream(ctx, clients[0], req) }()
+		go func() { results <- testkit.ReadStream(ctx, clients[0], req) }()
 	}
 	// The backend holds the stream half sent until all read the same record.
 	testkit.WaitFor(t, "the readers on the stalled caller's stream", func() bool { return sc.proxy.StreamStats().Readers == 1+readers })
 	close(gate)
 	for i := range readers {
 		r := testkit.Recv(t, "a reader's whole stream", results)
-		if !r.consistent(n, name) || r.replies[0].GetCall() != first.GetCall() {
-			t.Errorf("reader %d: %d replies, err %v; want all %d of the stalled caller's call %d", i, len(r.replies), r.err, n, first.GetCall())
+		if !consistent(r, n, name) || r.Replies[0].GetCall() != first.GetCall() {
+			t.Errorf("reader %d: %d replies, err %v; want all %d of the stalled caller's call %d", i, len(r.Replies), r.Err, n, first.GetCall())
 		}
 	}
 	if got := backend.Calls.StreamHellos.Load(); got != 1 {
@@ -274,13 +246,13 @@ func TestReplay_BackendErrorMidStreamReachesEveryCallerAfterItsMessages(t *testi
 	req := &hellov1.HelloRequest{Name: "broken", Count: 100, IntervalMs: 1, FailAfter: 30}
 	results := streams(testkit.Context(t), clients[:1], 20, req)
 	for i, r := range results {
-		if len(r.replies) != 30 || status.Code(r.err) != codes.Aborted {
-			t.Errorf("caller %d: %d replies, err %v; want 30 then ABORTED", i, len(r.replies), r.err)
+		if len(r.Replies) != 30 || status.Code(r.Err) != codes.Aborted {
+			t.Errorf("caller %d: %d replies, err %v; want 30 then ABORTED", i, len(r.Replies), r.Err)
 		}
 	}
 	// Errors are not kept: the next caller reads a new backend stream.
 	before := count()
-	stream(testkit.Context(t), clients[0], req)
+	testkit.ReadStream(testkit.Context(t), clients[0], req)
 	if after := count(); after != before+1 {
 		t.Errorf("backend streams %d then %d: a failed stream was replayed", before, after)
 	}
@@ -302,8 +274,8 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := stream(ctx, clients[0], req); !r.consistent(n, "big") {
-		t.Errorf("a caller after the bound: %d replies, err %v; want its own whole stream", len(r.replies), r.err)
+	if r := testkit.ReadStream(ctx, clients[0], req); !consistent(r, n, "big") {
+		t.Errorf("a caller after the bound: %d replies, err %v; want its own whole stream", len(r.Replies), r.Err)
 	}
 	if own := sc.metricSum(t, "collapser_stream_requests_total", map[string]string{"outcome": "own"}); own != 1 {
 		t.Errorf("own streams counted %v, want 1", own)
@@ -314,7 +286,7 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 		}
 	}
 	before := count()
-	stream(ctx, clients[0], req)
+	testkit.ReadStream(ctx, clients[0], req)
 	if after := count(); after != before+1 {
 		t.Errorf("backend streams %d then %d: an outgrown stream was kept", before, after)
 	}
@@ -323,10 +295,10 @@ func TestReplay_AStreamPastItsBoundsTakesNoNewCallerAndIsNotKept(t *testing.T) {
 func TestReplay_AnEndedStreamIsReplayedWholeWithoutTheBackend(t *testing.T) {
 	sc, clients, count := replaySidecar(t, time.Minute, 1, nil)
 	req := &hellov1.HelloRequest{Name: "report", Count: 50}
-	first := stream(testkit.Context(t), clients[0], req)
-	again := stream(testkit.Context(t), clients[0], req)
-	if !first.consistent(50, "report") || !again.consistent(50, "report") || again.replies[0].GetCall() != first.replies[0].GetCall() {
-		t.Errorf("first %d replies (%v), again %d (%v): want the same 50 replayed", len(first.replies), first.err, len(again.replies), again.err)
+	first := testkit.ReadStream(testkit.Context(t), clients[0], req)
+	again := testkit.ReadStream(testkit.Context(t), clients[0], req)
+	if !consistent(first, 50, "report") || !consistent(again, 50, "report") || again.Replies[0].GetCall() != first.Replies[0].GetCall() {
+		t.Errorf("first %d replies (%v), again %d (%v): want the same 50 replayed", len(first.Replies), first.Err, len(again.Replies), again.Err)
 	}
 	if got := count(); got != 1 {
 		t.Errorf("backend streams = %d, want 1: the second was replayed", got)
@@ -342,7 +314,7 @@ func TestReplay_TheLastCallerLeavingCancelsTheBackendStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(testkit.Context(t))
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Go(func() { stream(ctx, clients[0], req) })
+		wg.Go(func() { testkit.ReadStream(ctx, clients[0], req) })
 	}
 	testkit.WaitFor(t, "three readers", func() bool { return sc.proxy.StreamStats().Readers == 3 })
 	cancel()
