@@ -117,7 +117,9 @@ type Service struct {
 }
 
 // New returns the Service of the admin listener; it panics without a Purger.
-// Serve it on a server with its Tap, which checks every caller.
+// Serve it on a server with its Tap, which checks every caller before its
+// call is read; Purge checks it again, so that a server without the Tap
+// (the application's own, for the library) serves it safely too.
 func New(o Options) *Service {
 	if o.Purger == nil {
 		panic("admin: Options.Purger is required")
@@ -187,6 +189,13 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 
 // Purge implements adminv1.CacheServer.
 func (s *Service) Purge(ctx context.Context, req *adminv1.PurgeRequest) (*adminv1.PurgeResponse, error) {
+	// The Tap checked the caller already, on the admin listener's server;
+	// on a server of the application's (the library's RegisterAdmin) this
+	// is the check.
+	md, _ := metadata.FromIncomingContext(ctx)
+	if err := s.admit(ctx, md); err != nil {
+		return nil, err
+	}
 	resp, err := s.run(ctx, req)
 	if err != nil {
 		return nil, err

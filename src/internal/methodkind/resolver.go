@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"log/slog"
 	"maps"
 	"slices"
@@ -37,6 +38,11 @@ type Options struct {
 	DescriptorSetPath string
 	// UnaryMethods lists full method names ("/pkg.Service/Method") to treat as unary.
 	UnaryMethods []string
+	// Files, when set, are descriptors the process has itself (a Go
+	// program's generated code registers its own in
+	// protoregistry.GlobalFiles): every method of their services is known,
+	// as from a descriptor set. The library reads its own process's.
+	Files *protoregistry.Files
 	// RefreshInterval is the minimum time between reflection refreshes;
 	// 0 = DefaultRefreshInterval.
 	RefreshInterval time.Duration
@@ -68,7 +74,7 @@ func NewResolver(o Options) (*Resolver, error) {
 	if o.RefreshInterval < 0 {
 		return nil, fmt.Errorf("methodkind: RefreshInterval %v is negative", o.RefreshInterval)
 	}
-	explicit, err := explicitKinds(o.DescriptorSetPath, o.UnaryMethods)
+	explicit, err := explicitKinds(o.DescriptorSetPath, o.Files, o.UnaryMethods)
 	if err != nil {
 		return nil, err
 	}

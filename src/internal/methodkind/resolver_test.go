@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/collapser/collapser/src/internal/logrecorder"
@@ -222,5 +224,23 @@ func TestAnswered_OnlyAConnectionFailureLeavesReflectionUnanswered(t *testing.T)
 		if got := answered(tt.err); got != tt.want {
 			t.Errorf("answered(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+func TestResolver_KnowsTheProcesssOwnDescriptors(t *testing.T) {
+	r, err := NewResolver(Options{Files: protoregistry.GlobalFiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for method, kind := range greeterKinds {
+		if got := r.Method(method).Kind; got != kind {
+			t.Errorf("Kind(%s) = %v, want %v", method, got, kind)
+		}
+	}
+	if got := r.Method(sayHello).Idempotency; got != NoSideEffects {
+		t.Errorf("Idempotency(%s) = %v, want no side effects", sayHello, got)
+	}
+	if _, err := NewResolver(Options{Files: protoregistry.GlobalFiles, UnaryMethods: []string{streamHellos}}); err == nil || !strings.Contains(err.Error(), "declares it server_streaming") {
+		t.Errorf("a listed streaming method: err = %v, want one naming its kind", err)
 	}
 }

@@ -7,13 +7,17 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // explicitKinds merges the explicit sources: the descriptor set at path (if
-// any) and the unary method list. A listed method the descriptor set declares
-// streaming is an error: collapsing it would break its calls.
-func explicitKinds(path string, unary []string) (map[string]Method, error) {
+// any), the registered files (if any) and the unary method list. A listed
+// method a descriptor declares streaming is an error: collapsing it would
+// break its calls.
+func explicitKinds(path string, files *protoregistry.Files, unary []string) (map[string]Method, error) {
 	kinds := map[string]Method{}
 	if path != "" {
 		var err error
@@ -21,12 +25,18 @@ func explicitKinds(path string, unary []string) (map[string]Method, error) {
 			return nil, err
 		}
 	}
+	if files != nil {
+		files.RangeFiles(func(f protoreflect.FileDescriptor) bool {
+			addServices(kinds, protodesc.ToFileDescriptorProto(f))
+			return true
+		})
+	}
 	for i, m := range unary {
 		if err := ValidateMethod(m); err != nil {
 			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: %w", i, m, err)
 		}
 		if k, ok := kinds[m]; ok && k.Kind != Unary {
-			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: descriptor set %s declares it %s", i, m, path, k.Kind)
+			return nil, fmt.Errorf("methodkind: UnaryMethods[%d] %q: its descriptor declares it %s", i, m, k.Kind)
 		}
 		if _, ok := kinds[m]; !ok {
 			kinds[m] = Method{Kind: Unary}

@@ -67,16 +67,36 @@ func (p *Proxy) invalidateAfter(ctx context.Context, method string, inv *policy.
 }
 
 // tagStream is a passed-through call's stream to its caller: it reads the
-// tags of the backend's answer from its header on the way, and takes the
-// tags header out unless the proxy forwards it, as for collapsed calls.
+// tags of the answer from its header on the way, and takes the tags header
+// out unless the proxy forwards it, as for collapsed calls.
 type tagStream struct {
 	grpc.ServerStream
 	p    *Proxy
 	tags tagged
 }
 
+// SetHeader implements grpc.ServerStream.
+func (s *tagStream) SetHeader(md metadata.MD) error {
+	return s.ServerStream.SetHeader(s.p.takeTagsOf(md, &s.tags))
+}
+
 // SendHeader implements grpc.ServerStream.
 func (s *tagStream) SendHeader(md metadata.MD) error {
-	s.tags = s.p.takeTags(md)
-	return s.ServerStream.SendHeader(md)
+	return s.ServerStream.SendHeader(s.p.takeTagsOf(md, &s.tags))
+}
+
+// takeTagsOf reads into tags the tags of md, a header on its way to a
+// caller, and returns md as it goes on: a copy without the tags header
+// (unless the proxy forwards it) when md has one, since its map may be a
+// handler's own; md itself otherwise, and tags unchanged.
+func (p *Proxy) takeTagsOf(md metadata.MD, tags *tagged) metadata.MD {
+	if p.tagsHeader == "" {
+		return md
+	}
+	if _, ok := md[p.tagsHeader]; !ok {
+		return md
+	}
+	md = md.Copy()
+	*tags = p.takeTags(md)
+	return md
 }

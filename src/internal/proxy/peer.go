@@ -102,14 +102,15 @@ var errNotForwarded = status.Error(codes.PermissionDenied, "collapser: the peer 
 // A refresh (the forwarder holds a stale or purged copy of the answer) asks
 // the owner for a fresh answer. The answer is kept for no longer than the
 // owner keeps it (its life trailer).
-func (p *Proxy) invokeOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD, refresh bool) (*Response, error) {
+func (p *Proxy) invokeOwner(ctx context.Context, pl placement, c *unaryCall, refresh bool) (*Response, error) {
 	var header, trailer metadata.MD
 	var reply frame
-	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := pl.owner.Invoke(toOwner(ctx, md, pl.hash, refresh), method, &frame{payload: payload}, &reply, opts...)
+	method := c.method
+	opts := append(p.callOptions(c.sub, authority(c.md)), grpc.Header(&header), grpc.Trailer(&trailer))
+	err := pl.owner.Invoke(toOwner(ctx, c.md, pl.hash, refresh), method, &frame{payload: c.payload}, &reply, opts...)
 	if err != nil && !reachedOwner(ctx, trailer) {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
-		return p.invoke(ctx, method, sub, payload, md)
+		return p.invokeHere(ctx, placement{}, c)
 	}
 	owner := p.owner(trailer)
 	if owner == OwnerPeer {
@@ -170,16 +171,17 @@ func parseLife(vs []string) (collapse.Windows, bool) {
 	return collapse.Windows{TTL: d[0], StaleWhileRevalidate: d[1], StaleIfError: d[2]}, true
 }
 
-// invokeHere makes the shared call of a key placed by pl here, with the
-// local backend, and counts it when the key is another replica's (kept,
-// not forwarded) or this replica's own.
-func (p *Proxy) invokeHere(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
-	resp, err := p.invoke(ctx, method, sub, payload, md)
+// invokeHere makes c's call placed by pl here, on its backend (the local
+// one, or the application's handler, for a call the library serves), and
+// counts it when the key is another replica's (kept, not forwarded) or
+// this replica's own.
+func (p *Proxy) invokeHere(ctx context.Context, pl placement, c *unaryCall) (*Response, error) {
+	resp, err := p.invoke(ctx, c)
 	switch {
 	case pl.owned:
-		p.observer.ObservePeerCall(method, OwnerSelf, status.Code(err), false)
+		p.observer.ObservePeerCall(c.method, OwnerSelf, status.Code(err), false)
 	case pl.owner != nil:
-		p.observer.ObservePeerCall(method, OwnerKept, status.Code(err), false)
+		p.observer.ObservePeerCall(c.method, OwnerKept, status.Code(err), false)
 	}
 	return resp, err
 }
@@ -190,8 +192,8 @@ func (p *Proxy) invokeHere(ctx context.Context, pl placement, method, sub string
 // relayed as they come. The record is kept no longer than what the owner's
 // trailer says is left of the life of its own (upstream.Left). A stream
 // that ended without a header and without the owner's trailer reached no
-// owner: it is opened to the local backend instead.
-func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
+// owner: it is opened on backend, the local one, instead.
+func (p *Proxy) openOwner(ctx context.Context, pl placement, backend grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
 	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
@@ -212,7 +214,7 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, method, sub string,
 		return nil, err
 	}
 	p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
-	return p.openUpstream(ctx, method, sub, payload, md)
+	return p.openUpstream(ctx, backend, method, sub, payload, md)
 }
 
 // toOwner returns ctx with the metadata of a call forwarded to the owner of

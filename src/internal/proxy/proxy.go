@@ -136,10 +136,12 @@ type Settings struct {
 }
 
 // Options configures a Proxy: its Settings, and the parts it works with.
-// Backend, Rules and KeyRule are required.
+// Rules and KeyRule are required.
 type Options struct {
 	Settings
-	// Backend is the connection calls are forwarded to.
+	// Backend is the connection calls are forwarded to; nil for the
+	// library's engine, whose calls only its interceptors make (Call,
+	// Pass): a call its own servers take is answered UNIMPLEMENTED.
 	Backend grpc.ClientConnInterface
 	// Peers, when set, is the connection to the replicas (see the peers
 	// package): a collapsed call is made by its key's owner, while its
@@ -237,6 +239,9 @@ func New(o Options) (*Proxy, error) {
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),
 	}
+	if p.backend == nil {
+		p.backend = noBackend{}
+	}
 	p.now = o.Now
 	if p.now == nil {
 		p.now = time.Now
@@ -273,8 +278,6 @@ func New(o Options) (*Proxy, error) {
 // one of its Settings.
 func (o *Options) check() error {
 	switch {
-	case o.Backend == nil:
-		return errors.New("proxy: Options.Backend is required")
 	case o.Rules == nil:
 		return errors.New("proxy: Options.Rules is required")
 	case o.KeyRule == nil:
@@ -418,7 +421,7 @@ func (p *Proxy) serve(ss grpc.ServerStream, method string, o *origin) error {
 		growStack() // a leader's backend call runs deep: grow once, here
 		return p.unary(ss, method, rule, o)
 	case policy.Replay:
-		return p.replayStream(ss, method, rule, o)
+		return p.replayStream(ss, method, rule, o, p.backend)
 	}
 	return p.passthrough(ss, method, rule, o)
 }
@@ -452,6 +455,22 @@ type origin struct {
 	// ClientCertHeader (callers' port); on the peer port the forwarder's
 	// value is kept.
 	clientCert bool
+}
+
+// noBackend stands in for a nil Options.Backend: the library's engine
+// makes its calls with the application's handlers, never through a
+// server of its own.
+type noBackend struct{}
+
+// errNoBackend answers a call to a proxy without a backend.
+var errNoBackend = status.Error(codes.Unimplemented, "collapser: this engine has no backend: it serves the library's interceptors only")
+
+func (noBackend) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
+	return errNoBackend
+}
+
+func (noBackend) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errNoBackend
 }
 
 // nopObserver records nothing; it stands in for a nil Options.Observer.

@@ -33,7 +33,6 @@ func TestNew_RejectsIncompleteOptions(t *testing.T) {
 		breakIt func(*proxy.Options)
 		want    string
 	}{
-		"no backend":              {func(o *proxy.Options) { o.Backend = nil }, "Options.Backend is required"},
 		"no rules":                {func(o *proxy.Options) { o.Rules = nil }, "Options.Rules is required"},
 		"no key rule":             {func(o *proxy.Options) { o.KeyRule = nil }, "Options.KeyRule is required"},
 		"negative receive":        {func(o *proxy.Options) { o.ReceiveTimeout = -1 }, "Options.ReceiveTimeout -1 is negative"},

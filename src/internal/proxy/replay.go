@@ -34,8 +34,10 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 // stream lasts. A stream whose header names more tags than an answer may
 // have is shared but not kept, and a copy of the owner's record is kept no
 // longer than what the owner said is left of its life (upstream.Left): a
-// stream served to a peer carries that in its trailer.
-func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
+// stream served to a peer carries that in its trailer. A stream read here
+// is opened on backend: the proxy's, or for the library, one that reaches
+// the application's handler.
+func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin, backend grpc.ClientConnInterface) error {
 	ctx := ss.Context()
 	md := incoming(ctx, o)
 	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.streams)
@@ -43,7 +45,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		return err
 	}
 	if !p.coherent() {
-		err = p.ownStream(ss, method, sub, payload, md)
+		err = p.ownStream(ss, backend, method, sub, payload, md)
 		p.report(ctx, o.streams, method, replay.Own.String(), callerCode(ctx, err), producer{})
 		return err
 	}
@@ -55,9 +57,9 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		var up *upstream
 		var err error
 		if pl.owner != nil {
-			up, err = p.openOwner(ctx, pl, method, sub, payload, md)
+			up, err = p.openOwner(ctx, pl, backend, method, sub, payload, md)
 		} else {
-			up, err = p.openUpstream(ctx, method, sub, payload, md)
+			up, err = p.openUpstream(ctx, backend, method, sub, payload, md)
 			if pl.owned {
 				p.observer.ObservePeerCall(method, OwnerSelf, status.Code(err), false)
 			}
@@ -80,7 +82,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	}
 	if outcome == replay.Own || errors.Is(err, replay.ErrPrivate) {
 		outcome, from = replay.Own, producer{}
-		err = p.ownStream(ss, method, sub, payload, md)
+		err = p.ownStream(ss, backend, method, sub, payload, md)
 	}
 	if o.mark != nil {
 		// What is left of the record's life here, which the forwarder's
@@ -148,12 +150,12 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader, o *origin) error 
 	}
 }
 
-// openUpstream opens the backend stream of a record and sends it the
+// openUpstream opens the stream of a record on backend and sends it the
 // request. Its context belongs to no caller; the caller's authority and
 // headers go with it.
-func (p *Proxy) openUpstream(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
+func (p *Proxy) openUpstream(ctx context.Context, backend grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD) (*upstream, error) {
 	ended := func(code codes.Code) { p.observer.ObserveBackendStream(method, code) }
-	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), p.backend, method, sub, payload, md)
+	cs, err := p.sendRequest(metadata.NewOutgoingContext(ctx, forwardable(md)), backend, method, sub, payload, md)
 	if err != nil {
 		ended(status.Code(err))
 		return nil, err
@@ -177,12 +179,12 @@ func (p *Proxy) sendRequest(ctx context.Context, cc grpc.ClientConnInterface, me
 	return cs, nil
 }
 
-// ownStream serves a replayed method's call with a backend stream of its
-// own, its request already read, under the caller's context.
-func (p *Proxy) ownStream(ss grpc.ServerStream, method, sub string, payload []byte, md metadata.MD) error {
+// ownStream serves a replayed method's call with a stream of its own on
+// backend, its request already read, under the caller's context.
+func (p *Proxy) ownStream(ss grpc.ServerStream, backend grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD) error {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
-	cs, err := p.sendRequest(ctx, p.backend, method, sub, payload, md)
+	cs, err := p.sendRequest(ctx, backend, method, sub, payload, md)
 	if err == nil {
 		err = backendToCaller(cs, ss)
 	}

@@ -28,9 +28,6 @@ var (
 
 // unary serves a call through the collapse group: callers with the same key
 // share one backend call, and each gets exactly what that call produced.
-// The shared call is made where o's owners say: through the key's owner, or
-// here, to the local backend. A call of its own (the one it joined was
-// private) is always made here.
 func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx, o)
@@ -38,40 +35,77 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	if err != nil {
 		return err
 	}
-	pl := o.owners.place(key)
-	call := func(c *collapse.Call) (resp *Response, err error) {
-		// Only a call this caller makes runs this: hits and joins skip the copy.
-		callCtx, span := p.startCall(ctx, c.Context())
-		defer func() { endCall(span, resp, err) }()
-		switch {
-		case c.Own():
-			// For this caller alone: made here, nothing to share or keep.
-			return p.invoke(callCtx, method, sub, payload, md)
-		case pl.owner != nil && p.forwarding.Forward(method, pl.hash):
-			resp, err = p.invokeOwner(callCtx, pl, method, sub, payload, md, c.Refresh())
-		default:
-			resp, err = p.invokeHere(callCtx, pl, method, sub, payload, md)
-		}
-		return p.answer(method, rule, resp, err)
-	}
-	var resp *Response
-	var outcome collapse.Outcome
-	switch {
-	case !p.coherent():
-		resp, outcome, err = p.group.Alone(ctx, rule.Call, call)
-	case o.mark != nil: // a peer keeps a copy of the answer
-		c := collapse.Copy{Fresh: o.fresh}
-		resp, outcome, err = p.group.DoCopy(ctx, pl.key, rule.Call, call, &c)
-		p.markForPeer(ss, resp, outcome, c.Left, o)
-	default:
-		resp, outcome, err = p.group.Do(ctx, pl.key, rule.Call, call)
-	}
-	if pl.owner != nil && shares(outcome) {
-		p.forwarding.Shared(method, pl.hash) // a key asked for again and again
+	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, key: key, backend: p.backend}
+	resp, outcome, left, err := p.share(ctx, &c, o)
+	if o.mark != nil {
+		p.markForPeer(ss, resp, outcome, left, o)
 	}
 	err = p.reply(ss, method, outcome, resp, err, o)
 	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
 	return err
+}
+
+// unaryCall is one unary call on its way through the engine, whichever
+// front received it: the proxy's own server, or an interceptor of the
+// library (Proxy.Call).
+type unaryCall struct {
+	method string
+	rule   policy.Rule
+	// sub, payload and md are the call's content-subtype, request message
+	// and the metadata its key is derived from (incoming).
+	sub     string
+	payload []byte
+	md      metadata.MD
+	// key is the call's key, which starts with its origin's prefix.
+	key string
+	// backend is the connection its call is made on when it is made here:
+	// the proxy's backend, or for a call the library serves, one that
+	// reaches the application's own handler in the process (Proxy.Call).
+	backend grpc.ClientConnInterface
+}
+
+// share serves c, a call from o, through the collapse group: callers with
+// the same key share one call, made where o's owners say (through the
+// key's owner, or here); a call of its own (the one it joined was private)
+// is always made here. It returns the answer, how it was served, and what
+// is left of the answer's windows when a peer keeps a copy of it.
+func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, collapse.Outcome, collapse.Windows, error) {
+	pl := o.owners.place(c.key)
+	call := func(cc *collapse.Call) (resp *Response, err error) {
+		// Only a call this caller makes runs this: hits and joins skip the copy.
+		callCtx, span := p.startCall(ctx, cc.Context())
+		defer func() { endCall(span, resp, err) }()
+		switch {
+		case cc.Own():
+			// For this caller alone: made here, nothing to share or keep.
+			return p.invokeHere(callCtx, placement{}, c)
+		case pl.owner != nil && p.forwarding.Forward(c.method, pl.hash):
+			resp, err = p.invokeOwner(callCtx, pl, c, cc.Refresh())
+		default:
+			resp, err = p.invokeHere(callCtx, pl, c)
+		}
+		return p.answer(c.method, c.rule, resp, err)
+	}
+	var (
+		resp    *Response
+		outcome collapse.Outcome
+		left    collapse.Windows
+		err     error
+	)
+	switch {
+	case !p.coherent():
+		resp, outcome, err = p.group.Alone(ctx, c.rule.Call, call)
+	case o.mark != nil: // a peer keeps a copy of the answer
+		cp := collapse.Copy{Fresh: o.fresh}
+		resp, outcome, err = p.group.DoCopy(ctx, pl.key, c.rule.Call, call, &cp)
+		left = cp.Left
+	default:
+		resp, outcome, err = p.group.Do(ctx, pl.key, c.rule.Call, call)
+	}
+	if pl.owner != nil && shares(outcome) {
+		p.forwarding.Shared(c.method, pl.hash) // a key asked for again and again
+	}
+	return resp, outcome, left, err
 }
 
 // shares reports whether a call served with outcome shared another's backend
@@ -159,18 +193,18 @@ func receiveOne(ss grpc.ServerStream, req any) error {
 	return nil
 }
 
-// invoke makes one backend call. Its context is the collapse call's: it
+// invoke makes c's one backend call, on its backend. Its context is the collapse call's: it
 // belongs to no caller, ends with the call's timeout and is cancelled when
 // every caller waiting for it has left. The caller's authority and headers
 // go with it (outgoing). The error is the backend's status when it is not
 // OK, so the group never keeps it; the Response carries it too, with the
 // metadata the backend sent alongside.
-func (p *Proxy) invoke(ctx context.Context, method, sub string, payload []byte, md metadata.MD) (*Response, error) {
-	x := &exchange{request: frame{payload: payload}}
-	ctx, opts := p.outgoing(ctx, sub, md, x)
+func (p *Proxy) invoke(ctx context.Context, c *unaryCall) (*Response, error) {
+	x := &exchange{request: frame{payload: c.payload}}
+	ctx, opts := p.outgoing(ctx, c.sub, c.md, x)
 	start := time.Now()
-	err := p.backend.Invoke(ctx, method, &x.request, &x.reply, opts...)
-	p.observer.ObserveBackendCall(ctx, method, status.Code(err), time.Since(start))
+	err := c.backend.Invoke(ctx, c.method, &x.request, &x.reply, opts...)
+	p.observer.ObserveBackendCall(ctx, c.method, status.Code(err), time.Since(start))
 	return p.response(x.reply, x.header, x.trailer, err)
 }
 
@@ -212,11 +246,7 @@ func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Re
 // status of why there is nothing to send: the caller's own context ended, or the call
 // panicked (logged once, by its leader), found no slot, or exited.
 func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error, o *origin) error {
-	if outcome == collapse.Lead && err != nil {
-		if pe, ok := errors.AsType[*collapse.PanicError](err); ok {
-			p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
-		}
-	}
+	p.logPanic(method, outcome, err)
 	if resp == nil { // no backend answer: the status says why
 		return callstatus.Of(err).Err()
 	}

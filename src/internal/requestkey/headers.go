@@ -157,6 +157,14 @@ func credentialName(name string) bool {
 // virtual hosts) unless RuleOptions.IgnoreHeaders names it.
 const Authority = ":authority"
 
+// Connection is the pseudo-header that names, in the key of a call the
+// library's client interceptor collapses, the connection the call is made
+// on: calls made on two connections never share an answer, since each may
+// carry credentials of its own (a dial's per-RPC credentials) that no
+// metadata shows. It is part of the key in every mode, whatever the rule
+// says; no call on the wire carries it.
+const Connection = ":collapser-connection"
+
 // matcher matches header names against exact names and "prefix*" patterns.
 // It is built once by NewRule and only read afterwards.
 type matcher struct {

@@ -93,6 +93,9 @@ func NewRule(o RuleOptions) (*Rule, error) {
 
 // keeps reports whether the lower-case header name is part of the key.
 func (r *Rule) keeps(name string) bool {
+	if name == Connection {
+		return true
+	}
 	if r.ignored.match(name) {
 		return false
 	}

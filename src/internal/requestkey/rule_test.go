@@ -1,6 +1,7 @@
 package requestkey
 
 import (
+	"google.golang.org/grpc/metadata"
 	"strings"
 	"testing"
 
@@ -174,6 +175,24 @@ func TestRule_AHeaderWhoseNameSaysCredentialStaysInTheKey(t *testing.T) {
 	for _, h := range DefaultIgnored {
 		if credentialName(strings.TrimSuffix(h, "*")) {
 			t.Errorf("DefaultIgnored %q is a credential by its name", h)
+		}
+	}
+}
+
+func TestRule_TheConnectionIsInEveryKey(t *testing.T) {
+	for _, o := range []RuleOptions{
+		{},
+		{KeyHeaders: []string{"x-tenant"}},
+		{IgnoreHeaders: []string{"x-*"}, ShareAcrossCredentials: true},
+	} {
+		r, err := NewRule(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := r.Key("/s/M", "", nil, metadata.MD{Connection: {"1"}})
+		two := r.Key("/s/M", "", nil, metadata.MD{Connection: {"2"}})
+		if one == two {
+			t.Errorf("%+v: calls on two connections have one key", o)
 		}
 	}
 }

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/callstatus"
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/policy"
+)
+
+// The library's way into the engine. The proxy's own server receives
+// frames and makes backend calls; the library's interceptors (package
+// collapser) receive calls grpc-go has decoded, and their backend is a
+// connection of their own that reaches the application's handler in the
+// process (a server's) or the call's invoker (a client's). Both go through
+// the same paths (share, replayStream): the same rules, keys, collapse
+// group, records, freshness, privacy, tags, purges, metrics and spans. The
+// connection's messages are the engine's frames (Wire, SetWire).
+
+// Wire returns the wire bytes of msg, a message the engine sends on a
+// backend connection or to a caller's stream, and false when msg is none
+// of the engine's. msg keeps them.
+func Wire(msg any) ([]byte, bool) {
+	switch f := msg.(type) {
+	case *frame:
+		return f.payload, true
+	case *passFrame:
+		if len(f.data) == 1 {
+			return f.data[0].ReadOnlyData(), true
+		}
+		return f.data.Materialize(), true
+	}
+	return nil, false
+}
+
+// SetWire makes b the wire bytes of msg, a message the engine receives
+// from a backend connection or a caller's stream (it keeps b), and reports
+// false when msg is none of the engine's.
+func SetWire(msg any, b []byte) bool {
+	switch f := msg.(type) {
+	case *frame:
+		f.payload = b
+	case *passFrame:
+		f.data = mem.BufferSlice{mem.SliceBuffer(b)}
+	default:
+		return false
+	}
+	return true
+}
+
+// Rule returns the rule of calls of method, as the proxy's own calls get
+// it: the policy in force, for what is known of the method. It never blocks.
+func (p *Proxy) Rule(method string) policy.Rule {
+	return p.rules.Rule(method)
+}
+
+// Incoming returns the metadata a call the library's server interceptor
+// serves is keyed by, as the proxy keys a call on its own port: the call's
+// metadata, without the peers' headers, and with the caller's verified TLS
+// certificate named in ClientCertHeader. It is the call's own copy.
+func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
+	return incoming(ctx, &p.callers)
+}
+
+// Call serves a unary call of method, whose rule (Rule) collapses it, for
+// the library: callers whose method, request message (payload, the wire
+// bytes of the message) and metadata md (credentials always) are the same
+// share one call, made on backend, and its answer is kept, served stale
+// and purged as the rule and the answer's cache-control say, exactly as
+// for a call the proxy serves itself. The call is made with md's
+// forwardable headers as its outgoing metadata; md must stay unchanged
+// while the call runs (Incoming's copy is the call's own).
+//
+// It returns the answer (nil when there is none: the call failed before it
+// answered, and the error says why) and the status the caller gets: the
+// answer's (Response.Err) or why there is no answer. Every caller of one
+// answer gets the same *Response: it is read-only.
+func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, error) {
+	sub := contentSubtype(md)
+	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
+		key: p.keyRule.Key(method, sub, payload, md), backend: backend}
+	resp, outcome, _, err := p.share(ctx, &c, &p.callers)
+	p.logPanic(method, outcome, err)
+	if resp != nil {
+		err = resp.Err
+	} else {
+		err = callstatus.Of(err).Err()
+	}
+	p.report(ctx, RouteCaller, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
+	return resp, err
+}
+
+// Pass runs call, a call of method that its rule (Rule) does not collapse,
+// for the library's client interceptor, as the proxy passes such a call
+// through: counted as a backend call and a request passed through, and,
+// when it succeeds and its rule names what it invalidates, followed by the
+// purge on write before its status is returned. call returns the header
+// its answer came with (its tags are read from it) and its status; Pass
+// returns that status.
+func (p *Proxy) Pass(ctx context.Context, method string, rule policy.Rule, call func() (header metadata.MD, err error)) error {
+	var header metadata.MD
+	return p.pass(ctx, method, rule, func() tagged { return p.streamTags(header) }, func() (err error) {
+		header, err = call()
+		return err
+	})
+}
+
+// PassServer is Pass for the library's server interceptor: call runs the
+// application's handler with the context it is given, whose stream takes
+// the tags header out of the answer's header on its way to the caller
+// (unless the proxy forwards it) and reads its tags, as the proxy does for
+// a call it passes through.
+func (p *Proxy) PassServer(ctx context.Context, method string, rule policy.Rule, call func(ctx context.Context) error) error {
+	ts := grpc.ServerTransportStreamFromContext(ctx)
+	if ts == nil || p.tagsHeader == "" {
+		return p.pass(ctx, method, rule, func() tagged { return tagged{} }, func() error { return call(ctx) })
+	}
+	tags := &tagTransport{ServerTransportStream: ts, p: p}
+	return p.pass(ctx, method, rule, func() tagged { return tags.tags }, func() error {
+		return call(grpc.NewContextWithServerTransportStream(ctx, tags))
+	})
+}
+
+// PassStream is PassServer for a streaming call: call runs the
+// application's handler on the stream it is given, which reads the tags
+// of the header on its way to the caller, as the proxy's does.
+func (p *Proxy) PassStream(ss grpc.ServerStream, method string, rule policy.Rule, call func(grpc.ServerStream) error) error {
+	ts := &tagStream{ServerStream: ss, p: p}
+	return p.pass(ss.Context(), method, rule, func() tagged { return ts.tags }, func() error { return call(ts) })
+}
+
+// Replay serves a server-streaming call of method, whose rule (Rule)
+// replays it, for the library, exactly as the proxy serves such a call
+// itself: callers with the same key read one stream, from its first
+// message to its end. ss receives the request and sends the messages as
+// the engine's (Wire, SetWire); backend opens the stream a record reads,
+// reaching the application's handler in the process.
+func (p *Proxy) Replay(ss grpc.ServerStream, method string, rule policy.Rule, backend grpc.ClientConnInterface) error {
+	return p.replayStream(ss, method, rule, &p.callers, backend)
+}
+
+// pass is Pass, PassServer and PassStream: tags says, once call has
+// returned, what tags its answer carried.
+func (p *Proxy) pass(ctx context.Context, method string, rule policy.Rule, tags func() tagged, call func() error) error {
+	start := time.Now()
+	err := call()
+	if err == nil && rule.Invalidates != nil {
+		p.invalidateAfter(ctx, method, rule.Invalidates, tags())
+	}
+	code := callerCode(ctx, err)
+	if rule.Kind.Streams() {
+		p.observer.ObserveBackendStream(method, code)
+	} else {
+		p.observer.ObserveBackendCall(ctx, method, code, time.Since(start))
+	}
+	p.report(ctx, RouteCaller, method, OutcomePassthrough, code, producer{})
+	return err
+}
+
+// tagTransport is the stream of a call the library's server interceptor
+// passes through: as tagStream, it reads the tags of the answer's header
+// on the way, and takes the tags header out unless the proxy forwards it.
+type tagTransport struct {
+	grpc.ServerTransportStream
+	p    *Proxy
+	tags tagged
+}
+
+// SetHeader implements grpc.ServerTransportStream.
+func (t *tagTransport) SetHeader(md metadata.MD) error {
+	return t.ServerTransportStream.SetHeader(t.p.takeTagsOf(md, &t.tags))
+}
+
+// SendHeader implements grpc.ServerTransportStream.
+func (t *tagTransport) SendHeader(md metadata.MD) error {
+	return t.ServerTransportStream.SendHeader(t.p.takeTagsOf(md, &t.tags))
+}
+
+// logPanic logs, once per flight (by its leader), a call that panicked.
+func (p *Proxy) logPanic(method string, outcome collapse.Outcome, err error) {
+	if outcome != collapse.Lead || err == nil {
+		return
+	}
+	if pe, ok := errors.AsType[*collapse.PanicError](err); ok {
+		p.logger.Error("proxy: backend call panicked", "method", method, "panic", pe.Value, "stack", string(pe.Stack))
+	}
+}
