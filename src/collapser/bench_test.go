@@ -1,0 +1,196 @@
+package collapser
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// The benchmarks measure what the interceptor adds to a call, two ways.
+//
+// The Intercept... benchmarks call the server interceptor as grpc-go's
+// dispatch does, in process, with the metadata a grpc-go client sends, in
+// front of a handler that answers at once: their ns/op and allocs/op over
+// InterceptNone's (the handler alone) are the interceptor's cost over
+// grpc-go's own dispatch.
+//
+//	InterceptNone  the handler, called as grpc-go calls it (the baseline)
+//	InterceptHit   a kept answer
+//	InterceptMiss  a new request each call: the handler runs, its answer is kept
+//	InterceptJoin  callers that join a run in flight; joined/op says how many did
+//
+// The Loopback... benchmarks make real gRPC calls over loopback, and report
+// the process's CPU time per call (cpu-ns/op):
+//
+//	LoopbackDirect       client → server, no interceptor (the baseline)
+//	LoopbackLibraryMiss  client → server with the interceptor, a new request each call
+//	LoopbackLibraryHit   client → server with the interceptor, a kept answer
+//	LoopbackSidecarHit   client → the engine served as the sidecar serves it, a kept answer
+
+// keepAnHour keeps every answer of SayHello an hour.
+const keepAnHour = "default:\n  collapse: true\n  cacheTTL: 1h\n"
+
+// dispatch is a unary call as grpc-go's dispatch hands it to the
+// interceptor chain: its context (incoming metadata a grpc-go client
+// sends, and the stream), its method and its handler.
+type dispatch struct {
+	ctx     context.Context
+	info    *grpc.UnaryServerInfo
+	handler grpc.UnaryHandler
+}
+
+// newDispatch returns the dispatch of SayHello to a handler that answers
+// at once, counting its runs in runs.
+func newDispatch(runs *atomic.Int64) dispatch {
+	md := metadata.MD{":authority": {"127.0.0.1:50051"}, "content-type": {"application/grpc"},
+		"user-agent": {"grpc-go/1.85.0"}, "authorization": {"Bearer ann"}}
+	ctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(context.Background(), md), &recorder{method: sayHello})
+	return dispatch{ctx: ctx, info: &grpc.UnaryServerInfo{FullMethod: sayHello},
+		handler: func(_ context.Context, req any) (any, error) {
+			runs.Add(1)
+			return &hellov1.HelloReply{Message: "hello " + req.(*hellov1.HelloRequest).GetName()}, nil
+		}}
+}
+
+func BenchmarkInterceptNone(b *testing.B) {
+	var runs atomic.Int64
+	d := newDispatch(&runs)
+	req := &hellov1.HelloRequest{Name: "ann"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.handler(d.ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkInterceptHit(b *testing.B) {
+	var runs atomic.Int64
+	d := newDispatch(&runs)
+	c, _ := newCollapser(b, keepAnHour, nil)
+	req := &hellov1.HelloRequest{Name: "ann"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.serveUnary(d.ctx, req, d.info, d.handler); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if runs.Load() != 1 {
+		b.Fatalf("handler runs = %d, want 1", runs.Load())
+	}
+}
+
+func BenchmarkInterceptMiss(b *testing.B) {
+	var runs atomic.Int64
+	d := newDispatch(&runs)
+	c, _ := newCollapser(b, keepAnHour, func(o *Options) { o.Engine.Cache.MaxEntries = 1000 })
+	reqs := make([]*hellov1.HelloRequest, 1<<16)
+	for i := range reqs {
+		reqs[i] = &hellov1.HelloRequest{Name: "ann-" + strconv.Itoa(i)}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		// Each request once within 65,536 calls: with 1,000 entries kept,
+		// every call is a miss.
+		if _, err := c.serveUnary(d.ctx, reqs[i%len(reqs)], d.info, d.handler); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if runs.Load() != int64(i) {
+		b.Fatalf("handler runs = %d, want %d", runs.Load(), i)
+	}
+}
+
+func BenchmarkInterceptJoin(b *testing.B) {
+	var runs atomic.Int64
+	d := newDispatch(&runs)
+	slow := d.handler
+	d.handler = func(ctx context.Context, req any) (any, error) {
+		time.Sleep(100 * time.Microsecond) // long enough for others to join
+		return slow(ctx, req)
+	}
+	c, _ := newCollapser(b, "default:\n  collapse: true\n  cacheTTL: 0s\n", nil)
+	req := &hellov1.HelloRequest{Name: "ann"}
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	var calls atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			calls.Add(1)
+			if _, err := c.serveUnary(d.ctx, req, d.info, d.handler); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(calls.Load()-runs.Load())/float64(calls.Load()), "joined/op")
+}
+
+func BenchmarkLoopbackDirect(b *testing.B) {
+	g := answerAsAsked()
+	loopback(b, hellov1.NewGreeterClient(dial(b, g.Start(b))), true)
+}
+
+func BenchmarkLoopbackLibraryMiss(b *testing.B) {
+	g := answerAsAsked()
+	c, _ := newCollapser(b, keepAnHour, func(o *Options) { o.Engine.Cache.MaxEntries = 1000 })
+	loopback(b, serveGreeter(b, c, g), true)
+}
+
+func BenchmarkLoopbackLibraryHit(b *testing.B) {
+	g := answerAsAsked()
+	c, _ := newCollapser(b, keepAnHour, nil)
+	loopback(b, serveGreeter(b, c, g), false)
+}
+
+func BenchmarkLoopbackSidecarHit(b *testing.B) {
+	g := answerAsAsked()
+	c, _, err := tryCollapser(b, keepAnHour, nil, dial(b, g.Start(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	loopback(b, hellov1.NewGreeterClient(dial(b, serveEngine(b, c))), false)
+}
+
+// loopback makes b.N sequential SayHello calls with client, each for a
+// name of its own when unique, and reports the process's CPU time per call.
+func loopback(b *testing.B, client hellov1.GreeterClient, unique bool) {
+	ctx := testkit.Context(b)
+	req := &hellov1.HelloRequest{Name: "ann"}
+	if _, err := client.SayHello(ctx, req); err != nil { // connect, and keep the answer
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	start := cpuTime(b)
+	i := 0
+	for b.Loop() {
+		if unique {
+			req = &hellov1.HelloRequest{Name: "ann-" + strconv.Itoa(i)}
+			i++
+		}
+		if _, err := client.SayHello(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime returns the CPU time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

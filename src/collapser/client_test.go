@@ -1,0 +1,78 @@
+package collapser
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// clientOf returns a Greeter client of addr whose calls go through c's
+// client interceptor, on a connection of its own.
+func clientOf(t *testing.T, c *Collapser, addr string) hellov1.GreeterClient {
+	t.Helper()
+	return hellov1.NewGreeterClient(dial(t, addr, grpc.WithUnaryInterceptor(c.UnaryClientInterceptor())))
+}
+
+func TestClient_WhatMayNotShareIsACallOfItsOwn(t *testing.T) {
+	tests := []struct {
+		name string
+		// call makes the second call, after one for "ann" with
+		// authorization "Bearer ann" on the first connection.
+		call func(ctx context.Context, first, second hellov1.GreeterClient) error
+	}{
+		{"other credentials", func(ctx context.Context, first, _ hellov1.GreeterClient) error {
+			return sayHelloAs(ctx, first, "ann", "Bearer bob").err
+		}},
+		{"another connection", func(ctx context.Context, _, second hellov1.GreeterClient) error {
+			return sayHelloAs(ctx, second, "ann", "Bearer ann").err
+		}},
+		{"per-call credentials", func(ctx context.Context, first, _ hellov1.GreeterClient) error {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer ann")
+			_, err := first.SayHello(ctx, &hellov1.HelloRequest{Name: "ann"}, grpc.PerRPCCredentials(insecureToken{}))
+			return err
+		}},
+		{"another request", func(ctx context.Context, first, _ hellov1.GreeterClient) error {
+			return sayHelloAs(ctx, first, "bob", "Bearer ann").err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hold := make(chan struct{})
+			close(hold)
+			g := heldGreeter(hold)
+			addr := g.Start(t)
+			c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", nil)
+			first, second := clientOf(t, c, addr), clientOf(t, c, addr)
+			ctx := testkit.Context(t)
+			if r := sayHelloAs(ctx, first, "ann", "Bearer ann"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r := sayHelloAs(ctx, first, "ann", "Bearer ann"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			if got := g.Calls.SayHello.Load(); got != 1 {
+				t.Fatalf("server calls = %d, want 1: the same call is served what was kept", got)
+			}
+			if err := tt.call(ctx, first, second); err != nil {
+				t.Fatal(err)
+			}
+			if got := g.Calls.SayHello.Load(); got != 2 {
+				t.Errorf("server calls = %d, want 2", got)
+			}
+		})
+	}
+}
+
+// insecureToken is per-call credentials that send a token over plain text.
+type insecureToken struct{}
+
+func (insecureToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"x-token": "t"}, nil
+}
+
+func (insecureToken) RequireTransportSecurity() bool { return false }

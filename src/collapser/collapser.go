@@ -1,0 +1,190 @@
+// Package collapser collapses identical gRPC calls inside a Go process, with
+// no sidecar: grpc-go interceptors in front of a server's own handlers
+// (identical calls share one handler run, and its answer is kept and served
+// stale as the policy says) and in front of a client's calls (identical
+// outgoing calls of one process share one call).
+//
+// It is the sidecar's engine, not a second one: the same policy file and
+// its reload, the same keys (credentials always in them), the same reading
+// of cache-control, private answers, tags and purges, the same metrics
+// (names and labels, on the prometheus.Registerer given) and the same
+// spans, with links from every caller a call answered to that call. The
+// sidecar is this engine behind a transparent proxy.
+//
+// Import it as github.com/collapser/collapser/src/collapser.
+//
+// Stability: experimental. The API may change in any release until it is
+// declared stable; the policy file's format and the metrics follow the
+// sidecar's, which are stable.
+//
+// Every answer a caller gets is its own: a server's callers get messages
+// decoded from the one answer's wire bytes, never the message a handler
+// returned, so no caller sees another's mutations, and the handler's own
+// message is never reused.
+package collapser
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/collapser/collapser/src/internal/admin"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/methodlabel"
+	"github.com/collapser/collapser/src/internal/metrics"
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/requestkey"
+	"github.com/collapser/collapser/src/internal/secretfile"
+)
+
+// The parts of Options, as the sidecar's settings name them (its README
+// lists each field with its flag).
+type (
+	// Policy holds what the policy file inherits: the default mode, TTL,
+	// stale windows, timeout and the bound on declared windows
+	// (COLLAPSER_DEFAULT_COLLAPSE, COLLAPSER_CACHE_TTL, ...).
+	Policy = policy.Defaults
+	// Keys says which request headers are part of a call's key, besides
+	// the credentials, which always are (COLLAPSER_KEY_HEADERS, ...).
+	Keys = requestkey.RuleOptions
+	// Engine bounds what the engine holds and names the headers it reads
+	// of answers (COLLAPSER_CACHE_MAX_BYTES, COLLAPSER_PRIVATE_HEADERS,
+	// COLLAPSER_TAGS_HEADER, ...).
+	Engine = proxy.Settings
+)
+
+// Options configures a Collapser. Start from DefaultOptions: the zero
+// value of a part is not its default (a zero TTL keeps nothing, a zero
+// timeout is refused).
+type Options struct {
+	// PolicyFile names the policy file, in the sidecar's format; "": no
+	// file, Policy alone decides. Run reloads it when it changes.
+	PolicyFile string
+	// Policy is what the policy file inherits.
+	Policy Policy
+	// Keys says which request headers are part of a key.
+	Keys Keys
+	// Engine bounds the engine and names the headers it reads.
+	Engine Engine
+	// AdminTokenFile names the file of the token every purge must carry
+	// (RegisterAdmin), read again when it changes; "": purges are taken
+	// from loopback and Unix sockets only.
+	AdminTokenFile string
+	// Registerer is where the metrics are registered, with the sidecar's
+	// names and labels; nil: none are.
+	Registerer prometheus.Registerer
+	// TracerProvider traces the calls the engine makes for its callers,
+	// and links each caller's span to the call that answered it; nil:
+	// tracing is off.
+	TracerProvider trace.TracerProvider
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options of a Collapser that does what a
+// sidecar does with no settings: methods collapsed by their
+// idempotency_level, answers kept 100 ms, credentials in every key, and
+// the sidecar's bounds.
+func DefaultOptions() Options {
+	d := config.Default()
+	d.Policy.CollapseMethodsSource = "collapser.Options.Policy.CollapseMethods"
+	return Options{Policy: d.Policy, Keys: d.Key, Engine: d.Proxy}
+}
+
+// Collapser is the engine and its interceptors. Its methods are safe for
+// concurrent use.
+type Collapser struct {
+	proxy  *proxy.Proxy
+	policy *policy.Store
+	admin  *admin.Service
+	token  *secretfile.Value // nil: none
+	types  messageTypes
+	conns  connIDs
+}
+
+// New returns a Collapser of o. A policy file that cannot be read or is
+// invalid, or a setting that is, is an error naming it.
+func New(o Options) (*Collapser, error) {
+	return build(o, nil)
+}
+
+// build is New with the backend of the engine's own server: nil for the
+// library; the parity test serves the engine as the sidecar does.
+func build(o Options, backend grpc.ClientConnInterface) (*Collapser, error) {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rule, err := requestkey.NewRule(o.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("collapser: Keys: %w", err)
+	}
+	labels := methodlabel.New(methodlabel.MaxUnknown)
+	rec := metrics.NewRecorder(metrics.Options{Labels: labels, Exemplars: o.TracerProvider != nil})
+	// The process's own descriptors say what each method is: its
+	// generated code registered them.
+	kinds, err := methodkind.NewResolver(methodkind.Options{Files: protoregistry.GlobalFiles,
+		UnaryMethods: o.Policy.CollapseMethods, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("collapser: %w", err)
+	}
+	store, err := policy.NewStore(o.Policy, o.PolicyFile, logger, rec)
+	if err != nil {
+		return nil, fmt.Errorf("collapser: %w", err)
+	}
+	decider := policy.NewDecider(store, kinds, logger)
+	p, err := proxy.New(proxy.Options{Settings: o.Engine, Backend: backend, Rules: decider, KeyRule: rule, Observer: rec,
+		TracerProvider: o.TracerProvider, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("collapser: %w", err)
+	}
+	c := &Collapser{proxy: p, policy: store}
+	if o.AdminTokenFile != "" {
+		if c.token, err = secretfile.Load(o.AdminTokenFile, admin.MinTokenBytes, logger); err != nil {
+			return nil, fmt.Errorf("collapser: AdminTokenFile: %w", err)
+		}
+	}
+	c.admin = admin.New(admin.Options{Purger: p, Observer: rec, Token: c.token})
+	// A write whose rule names what it invalidates purges through it.
+	p.InvalidateThrough(c.admin)
+	if o.Registerer != nil {
+		src := metrics.Sources{Stats: p.Stats, Streams: p.StreamStats, Methods: decider.Rules}
+		if err := metrics.Register(o.Registerer, rec, src); err != nil {
+			return nil, fmt.Errorf("collapser: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Run keeps what the Collapser reads from files up to date until ctx ends:
+// it reloads the policy file when it changes (an invalid file is logged
+// and counted, and the policy in force stays), and the admin token.
+func (c *Collapser) Run(ctx context.Context) {
+	done := make(chan struct{})
+	if c.token != nil {
+		go func() {
+			defer close(done)
+			c.token.Run(ctx, 0)
+		}()
+	} else {
+		close(done)
+	}
+	c.policy.Run(ctx, 0)
+	<-done
+}
+
+// RegisterAdmin registers the admin service (collapser.admin.v1.Cache,
+// the sidecar's purges) on srv, typically the application's own server.
+// Every purge is checked in the call: it must carry the admin token
+// (Options.AdminTokenFile) or, without one, come from loopback or a Unix
+// socket. In a mesh that forwards inbound calls from loopback, set a token.
+func (c *Collapser) RegisterAdmin(srv grpc.ServiceRegistrar) {
+	c.admin.Register(srv)
+}

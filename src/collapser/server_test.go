@@ -1,0 +1,256 @@
+package collapser
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// heldGreeter is a Greeter whose SayHello waits for hold to close, then
+// answers "hello <name>" with a header and a trailer that say the call's
+// number.
+func heldGreeter(hold <-chan struct{}) *testkit.Greeter {
+	return &testkit.Greeter{SayHello: func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		<-hold
+		n := testkit.CallNumber(ctx)
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-call", string(rune('0'+n))))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-served", "yes"))
+		return &hellov1.HelloReply{Message: "hello " + req.GetName(), Call: n}, nil
+	}}
+}
+
+// reply is what a caller got of one SayHello.
+type reply struct {
+	msg             *hellov1.HelloReply
+	header, trailer metadata.MD
+	err             error
+}
+
+// goSayHello calls SayHello for name with authorization auth ("" for none)
+// on its own goroutine.
+func goSayHello(ctx context.Context, client hellov1.GreeterClient, name, auth string) <-chan reply {
+	done := make(chan reply, 1)
+	go func() { done <- sayHelloAs(ctx, client, name, auth) }()
+	return done
+}
+
+// sayHelloAs calls SayHello for name with authorization auth ("" for none).
+func sayHelloAs(ctx context.Context, client hellov1.GreeterClient, name, auth string) reply {
+	if auth != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", auth)
+	}
+	var r reply
+	r.msg, r.err = client.SayHello(ctx, &hellov1.HelloRequest{Name: name}, grpc.Header(&r.header), grpc.Trailer(&r.trailer))
+	return r
+}
+
+// held starts n identical calls, and waits until all wait for the one
+// handler run.
+func held(t *testing.T, c *Collapser, client hellov1.GreeterClient, n int, name, auth string) []<-chan reply {
+	t.Helper()
+	ctx := testkit.Context(t)
+	calls := make([]<-chan reply, n)
+	for i := range calls {
+		calls[i] = goSayHello(ctx, client, name, auth)
+	}
+	testkit.WaitFor(t, "every call to wait for the run", func() bool { return c.proxy.Stats().Waiters == n })
+	return calls
+}
+
+func TestServer_CallersWithOtherCredentialsNeverShare(t *testing.T) {
+	hold := make(chan struct{})
+	close(hold)
+	g := heldGreeter(hold)
+	c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", nil)
+	client := serveGreeter(t, c, g)
+	ctx := testkit.Context(t)
+	for _, auth := range []string{"Bearer ann", "Bearer bob", "Bearer ann", "", "Bearer bob", ""} {
+		if r := sayHelloAs(ctx, client, "x", auth); r.err != nil {
+			t.Fatalf("SayHello as %q: %v", auth, r.err)
+		}
+	}
+	if got := g.Calls.SayHello.Load(); got != 3 {
+		t.Errorf("handler runs = %d, want 3: one per credential (ann, bob, none)", got)
+	}
+}
+
+func TestServer_AnswerIsEveryCallersOwn(t *testing.T) {
+	// The handler keeps the message it answered and changes it after; an
+	// interceptor before the collapser changes each caller's reply to name
+	// its caller. Run with -race: no caller sees another's change, and none
+	// sees the handler's.
+	var kept *hellov1.HelloReply
+	var mu sync.Mutex
+	g := &testkit.Greeter{SayHello: func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		kept = &hellov1.HelloReply{Message: "hello " + req.GetName()}
+		return kept, nil
+	}}
+	c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", func(o *Options) {
+		o.Keys.IgnoreHeaders = []string{"x-caller"} // the callers share one answer
+	})
+	mark := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		out, err := handler(ctx, req)
+		if r, ok := out.(*hellov1.HelloReply); ok {
+			r.Message += " for " + strings.Join(metadata.ValueFromIncomingContext(ctx, "x-caller"), ",")
+		}
+		return out, err
+	}
+	addr := g.Start(t, grpc.ChainUnaryInterceptor(mark, c.UnaryServerInterceptor()))
+	client := hellov1.NewGreeterClient(dial(t, addr))
+	ctx := testkit.Context(t)
+	if r := sayHelloAs(ctx, client, "ann", ""); r.err != nil {
+		t.Fatal(r.err)
+	}
+	mu.Lock()
+	kept.Message = "changed by the handler"
+	mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			id := strconv.Itoa(i)
+			r := sayHelloAs(metadata.AppendToOutgoingContext(ctx, "x-caller", id), client, "ann", "")
+			if want := "hello ann for " + id; r.err != nil || r.msg.GetMessage() != want {
+				t.Errorf("reply = %v, %v; want %s", r.msg, r.err, want)
+			}
+		})
+	}
+	wg.Wait()
+	if got := g.Calls.SayHello.Load(); got != 1 {
+		t.Errorf("handler runs = %d, want 1", got)
+	}
+}
+
+func TestServer_WhatIsNotCollapsedRunsTheHandlerEveryTime(t *testing.T) {
+	tests := []struct {
+		name, policy string
+		private      bool // the handler's answer sets a cookie
+		noStore      bool // the handler's answer says no-store
+	}{
+		{name: "a method the policy never collapses", policy: "methods:\n  - name: " + sayHello + "\n    collapse: false\n"},
+		{name: "a private answer", policy: "default:\n  collapse: true\n  cacheTTL: 1h\n", private: true},
+		{name: "an answer that says no-store", policy: "default:\n  collapse: true\n  cacheTTL: 1h\n", noStore: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &testkit.Greeter{SayHello: func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+				switch {
+				case tt.private:
+					_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", "session=1"))
+				case tt.noStore:
+					_ = grpc.SetHeader(ctx, metadata.Pairs("cache-control", "no-store"))
+				}
+				return &hellov1.HelloReply{Message: "hello"}, nil
+			}}
+			c, _ := newCollapser(t, tt.policy, nil)
+			client := serveGreeter(t, c, g)
+			for range 3 {
+				if r := sayHelloAs(testkit.Context(t), client, "x", ""); r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+			if got := g.Calls.SayHello.Load(); got != 3 {
+				t.Errorf("handler runs = %d, want 3", got)
+			}
+		})
+	}
+}
+
+func TestServer_ErrorsAreEveryCallersAndNotKept(t *testing.T) {
+	g := &testkit.Greeter{SayHello: func(context.Context, *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		return nil, status.Error(codes.NotFound, "no such greeting")
+	}}
+	c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", nil)
+	client := serveGreeter(t, c, g)
+	for range 2 {
+		r := sayHelloAs(testkit.Context(t), client, "x", "")
+		if status.Code(r.err) != codes.NotFound || !strings.Contains(r.err.Error(), "no such greeting") {
+			t.Errorf("err = %v, want the handler's NOT_FOUND", r.err)
+		}
+	}
+	if got := g.Calls.SayHello.Load(); got != 2 {
+		t.Errorf("handler runs = %d, want 2: an error is not kept unless the policy says so", got)
+	}
+}
+
+func TestServer_PurgeOnTheApplicationsOwnServer(t *testing.T) {
+	g := &testkit.Greeter{
+		SayHello: func(context.Context, *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+			return &hellov1.HelloReply{Message: "hello"}, nil
+		},
+	}
+	c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", nil)
+	g.Services = func(s *grpc.Server) { c.RegisterAdmin(s) }
+	addr := g.Start(t, grpc.ChainUnaryInterceptor(c.UnaryServerInterceptor()))
+	conn := dial(t, addr)
+	client := hellov1.NewGreeterClient(conn)
+	ctx := testkit.Context(t)
+	for range 2 {
+		if r := sayHelloAs(ctx, client, "x", ""); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	purge, err := adminv1.NewCacheClient(conn).Purge(ctx, &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}})
+	if err != nil || purge.GetEntries() != 1 {
+		t.Fatalf("Purge = %v, %v; want 1 entry taken back", purge, err)
+	}
+	if r := sayHelloAs(ctx, client, "x", ""); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := g.Calls.SayHello.Load(); got != 2 {
+		t.Errorf("handler runs = %d, want 2: the purge took the kept answer back", got)
+	}
+}
+
+func TestNew_BadSettingsAreErrorsNamingThem(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy string
+		change func(*Options)
+		want   string
+	}{
+		{name: "policy file", policy: "default:\n  collapse: sometimes\n", want: "policy"},
+		{name: "key headers", change: func(o *Options) { o.Keys.IgnoreHeaders = []string{"authorization"} }, want: "Keys"},
+		{name: "admin token file", change: func(o *Options) { o.AdminTokenFile = "/nonexistent/token" }, want: "AdminTokenFile"},
+		{name: "engine", change: func(o *Options) { o.Engine.MaxBackendCalls = -1 }, want: "MaxBackendCalls"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := tryCollapser(t, tt.policy, tt.change, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: err = %v, want one naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestServer_PurgesOnTheApplicationsServerNeedTheTokenWhenThereIsOne(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	c, reg := newCollapser(t, "", func(o *Options) { o.AdminTokenFile = testkit.SecretFile(t, token) })
+	g := &testkit.Greeter{Services: func(s *grpc.Server) { c.RegisterAdmin(s) }}
+	conn := dial(t, g.Start(t, grpc.ChainUnaryInterceptor(c.UnaryServerInterceptor())))
+	ctx := testkit.Context(t)
+	req := &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}}
+	if _, err := adminv1.NewCacheClient(conn).Purge(ctx, req); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Purge without the token: %v, want UNAUTHENTICATED", err)
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	if _, err := adminv1.NewCacheClient(conn).Purge(ctx, req); err != nil {
+		t.Errorf("Purge with the token: %v", err)
+	}
+	// The engine's own purges are not the application's calls.
+	if got := outcomes(t, reg); len(got) != 0 {
+		t.Errorf("requests counted = %v, want none", got)
+	}
+}
