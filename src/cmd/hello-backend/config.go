@@ -29,6 +29,10 @@ type config struct {
 	replyBytes      int
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	// collapse serves the Greeter through the collapser library's server
+	// interceptor, with collapsePolicy its policy file ("": none).
+	collapse       bool
+	collapsePolicy string
 }
 
 // parseConfig returns the settings given by args over the environment read
@@ -45,6 +49,8 @@ func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer)
 	fs.IntVar(&c.replyBytes, "reply-bytes", 0, "pad every greeting with '.' to at least this many `bytes`, for loads with answers of a given size; 0: no padding")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may take to finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
+	fs.BoolVar(&c.collapse, "collapse", false, "collapse identical calls in this process, with the collapser library's server interceptor (no sidecar); its metrics join /metrics and its admin service the gRPC port")
+	fs.StringVar(&c.collapsePolicy, "collapse-policy-file", "", "`path` of the collapser policy file the interceptor follows (the sidecar's format), reloaded when it changes; needs --collapse")
 
 	if err := envflag.Apply(fs, envPrefix, lookup); err != nil {
 		return config{}, err
@@ -60,6 +66,9 @@ func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer)
 	}
 	if c.replyBytes < 0 || c.replyBytes > maxReplyBytes {
 		return config{}, fmt.Errorf("--reply-bytes (%s) must be in [0, %d], got %d", envName("reply-bytes"), maxReplyBytes, c.replyBytes)
+	}
+	if c.collapsePolicy != "" && !c.collapse {
+		return config{}, fmt.Errorf("--collapse-policy-file (%s) needs --collapse (%s)", envName("collapse-policy-file"), envName("collapse"))
 	}
 	if c.shutdownTimeout < 0 {
 		return config{}, fmt.Errorf("--shutdown-timeout (%s) must not be negative, got %s", envName("shutdown-timeout"), c.shutdownTimeout)

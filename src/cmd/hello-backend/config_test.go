@@ -20,11 +20,12 @@ func TestParseConfig_DefaultsEnvAndFlagsInThatOrder(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, nil, config{":50051", ":2113", 50 * time.Millisecond, 0, 0, 10 * time.Second, slog.LevelWarn}},
-		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_STREAM_INTERVAL": "5ms", "HELLO_REPLY_BYTES": "1024", "HELLO_LOG_LEVEL": "debug"}, nil,
-			config{":1", ":2", time.Second, 5 * time.Millisecond, 1024, 10 * time.Second, slog.LevelDebug}},
+		{"defaults", nil, nil, config{":50051", ":2113", 50 * time.Millisecond, 0, 0, 10 * time.Second, slog.LevelWarn, false, ""}},
+		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_STREAM_INTERVAL": "5ms", "HELLO_REPLY_BYTES": "1024", "HELLO_LOG_LEVEL": "debug",
+			"HELLO_COLLAPSE": "true", "HELLO_COLLAPSE_POLICY_FILE": "/p.yaml"}, nil,
+			config{":1", ":2", time.Second, 5 * time.Millisecond, 1024, 10 * time.Second, slog.LevelDebug, true, "/p.yaml"}},
 		{"flags win", map[string]string{"HELLO_LISTEN": ":1", "HELLO_LATENCY": "1s"}, []string{"--listen", ":3", "--latency", "0", "--shutdown-timeout", "1s"},
-			config{":3", ":2113", 0, 0, 0, time.Second, slog.LevelWarn}},
+			config{":3", ":2113", 0, 0, 0, time.Second, slog.LevelWarn, false, ""}},
 	}
 	for _, tt := range tests {
 		got, err := parseConfig(tt.args, testkit.Env(tt.env), io.Discard, io.Discard)
@@ -46,6 +47,7 @@ func TestParseConfig_BadValuesAreErrorsNamingTheirSource(t *testing.T) {
 		{"negative latency", nil, []string{"--latency", "-1s"}, "--latency (HELLO_LATENCY) must not be negative"},
 		{"negative reply size", nil, []string{"--reply-bytes", "-1"}, "--reply-bytes (HELLO_REPLY_BYTES) must be in [0, 4193280], got -1"},
 		{"reply over the message limit", map[string]string{"HELLO_REPLY_BYTES": "4194304"}, nil, "--reply-bytes (HELLO_REPLY_BYTES) must be in [0, 4193280], got 4194304"},
+		{"policy without the interceptor", nil, []string{"--collapse-policy-file", "/p.yaml"}, "--collapse-policy-file (HELLO_COLLAPSE_POLICY_FILE) needs --collapse (HELLO_COLLAPSE)"},
 		{"stray argument", nil, []string{"extra"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "flag provided but not defined"},
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -72,23 +74,49 @@ func (b *notifyingBuffer) await(t *testing.T, re *regexp.Regexp) []string {
 
 var servingLine = regexp.MustCompile(`serving gRPC on (\S+), metrics on (\S+),`)
 
-func TestRun_ServesGreeterHealthReflectionMetricsAndHTTPHealthUntilCancelled(t *testing.T) {
+// running is a run of the backend on loopback, with a client of it.
+type running struct {
+	addrs   []string // the serving line's submatches: gRPC and metrics addresses
+	conn    *grpc.ClientConn
+	callCtx context.Context
+	cancel  context.CancelFunc
+	done    <-chan error
+}
+
+// startRun runs the backend on 127.0.0.1:0 with args more, until stop or
+// the test's end, and connects to it.
+func startRun(t *testing.T, args ...string) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	t.Cleanup(cancel)
 	stderr := newNotifyingBuffer()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--latency", "1ms"}, io.Discard, stderr)
+		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...), io.Discard, stderr)
 	}()
 	addrs := stderr.await(t, servingLine)
-
 	conn, err := grpc.NewClient(addrs[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
 	callCtx, callCancel := context.WithTimeout(ctx, testkit.DefaultTimeout)
-	defer callCancel()
+	t.Cleanup(callCancel)
+	return &running{addrs: addrs, conn: conn, callCtx: callCtx, cancel: cancel, done: done}
+}
+
+// stop cancels the run, and checks that it returns without an error.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	if err := testkit.Recv(t, "run to return after its context was cancelled", r.done); err != nil {
+		t.Errorf("run after cancel: %v", err)
+	}
+}
+
+func TestRun_ServesGreeterHealthReflectionMetricsAndHTTPHealthUntilCancelled(t *testing.T) {
+	r := startRun(t, "--latency", "1ms")
+	conn, callCtx, addrs := r.conn, r.callCtx, r.addrs
 	var trailer metadata.MD
 	reply, err := hellov1.NewGreeterClient(conn).SayHello(callCtx, &hellov1.HelloRequest{Name: "run"}, grpc.Trailer(&trailer))
 	if err != nil || reply.GetCall() != 1 {
@@ -116,10 +144,31 @@ func TestRun_ServesGreeterHealthReflectionMetricsAndHTTPHealthUntilCancelled(t *
 		t.Errorf("GET %s = %q, want SERVING", healthPath, body)
 	}
 
-	cancel()
-	if err := testkit.Recv(t, "run to return after its context was cancelled", done); err != nil {
-		t.Errorf("run after cancel: %v", err)
+	r.stop(t)
+}
+
+func TestRun_CollapseServesIdenticalCallsWithOneHandlerRun(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("default:\n  cacheTTL: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	r := startRun(t, "--latency", "0", "--collapse", "--collapse-policy-file", policy)
+	conn, callCtx, addrs := r.conn, r.callCtx, r.addrs
+	for range 5 {
+		if reply, err := hellov1.NewGreeterClient(conn).SayHello(callCtx, &hellov1.HelloRequest{Name: "run"}); err != nil || reply.GetCall() != 1 {
+			t.Fatalf("SayHello = %v, %v; want call 1, every time", reply, err)
+		}
+	}
+	// The backend's own count is the truth: one run; the interceptor's
+	// metrics are served beside it.
+	body := get(t, callCtx, "http://"+addrs[2]+"/metrics")
+	for _, want := range []string{`hello_requests_total{method="/hello.v1.Greeter/SayHello"} 1`,
+		`collapser_requests_total{code="OK",method="/hello.v1.Greeter/SayHello",outcome="cache_hit"} 4`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	r.stop(t)
 }
 
 func TestRun_BusyPortIsAnError(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/collapser"
 	"github.com/collapser/collapser/src/internal/hello"
 	"github.com/collapser/collapser/src/internal/metrics"
 )
@@ -34,8 +36,19 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 	if err != nil {
 		return errors.Join(err, grpcLis.Close(), metricsLis.Close())
 	}
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	var interceptor *collapser.Collapser // nil: no interceptor
+	if cfg.collapse {
+		if interceptor, err = newCollapser(cfg, reg, logger); err != nil {
+			return errors.Join(err, grpcLis.Close(), metricsLis.Close())
+		}
+		opts = append(opts, grpc.ChainUnaryInterceptor(interceptor.UnaryServerInterceptor()))
+	}
+	gs := grpc.NewServer(opts...)
 	backend.Register(gs)
+	if interceptor != nil {
+		interceptor.RegisterAdmin(gs)
+	}
 	healthSrv := health.NewServer() // overall status "" starts SERVING
 	for _, svc := range []string{hellov1.Greeter_ServiceDesc.ServiceName, hellov1.Stats_ServiceDesc.ServiceName} {
 		healthSrv.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
@@ -55,6 +68,12 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
+	if interceptor != nil {
+		g.Go(func() error {
+			interceptor.Run(gctx)
+			return nil
+		})
+	}
 	g.Go(func() error {
 		if err := gs.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serve gRPC: %w", err)
@@ -74,6 +93,20 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 		return shutdown(gs, hs, cfg.shutdownTimeout)
 	})
 	return g.Wait()
+}
+
+// newCollapser returns the collapser of cfg's policy file, with its
+// metrics on reg.
+func newCollapser(cfg config, reg prometheus.Registerer, logger *slog.Logger) (*collapser.Collapser, error) {
+	o := collapser.DefaultOptions()
+	o.PolicyFile = cfg.collapsePolicy
+	o.Registerer = reg
+	o.Logger = logger
+	c, err := collapser.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("--collapse: %w", err)
+	}
+	return c, nil
 }
 
 // shutdown stops gs and hs gracefully, forcing both after timeout.
