@@ -71,8 +71,13 @@ type unaryCall struct {
 // is left of the answer's windows when a peer keeps a copy of it.
 func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, collapse.Outcome, collapse.Windows, error) {
 	pl := o.owners.place(c.key)
+	// The call captures c's fields rather than c: a closure holds values
+	// this small itself, where c would be one more allocation per call,
+	// hits and joins included.
+	method, rule, sub, payload, md, backend := c.method, c.rule, c.sub, c.payload, c.md, c.backend
 	call := func(cc *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
+		c := &unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, backend: backend}
 		callCtx, span := p.startCall(ctx, cc.Context())
 		defer func() { endCall(span, resp, err) }()
 		switch {
