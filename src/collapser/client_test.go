@@ -2,6 +2,8 @@ package collapser
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -76,3 +78,33 @@ func (insecureToken) GetRequestMetadata(context.Context, ...string) (map[string]
 }
 
 func (insecureToken) RequireTransportSecurity() bool { return false }
+
+func TestClient_RepliesAreEveryCallersOwn(t *testing.T) {
+	// Callers change the replies they got, at once, while others are being
+	// served: run with -race, no caller sees another's change, and what is
+	// kept stays as it came.
+	hold := make(chan struct{})
+	close(hold)
+	g := heldGreeter(hold)
+	c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", nil)
+	client := clientOf(t, c, g.Start(t))
+	ctx := testkit.Context(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			r := sayHelloAs(ctx, client, "ann", "")
+			if r.err != nil || r.msg.GetMessage() != "hello ann" {
+				t.Errorf("reply = %v, %v; want hello ann", r.msg, r.err)
+				return
+			}
+			r.msg.Message = "changed by caller " + strconv.Itoa(i)
+		})
+	}
+	wg.Wait()
+	if r := sayHelloAs(ctx, client, "ann", ""); r.err != nil || r.msg.GetMessage() != "hello ann" {
+		t.Errorf("reply after the changes = %v, %v; want hello ann", r.msg, r.err)
+	}
+	if got := g.Calls.SayHello.Load(); got != 1 {
+		t.Errorf("server calls = %d, want 1", got)
+	}
+}
