@@ -47,7 +47,7 @@ KUBECTL ?=
 # Benchmark filter and duration; packages measured by `make bench`.
 BENCH ?= .
 BENCHTIME ?= 1s
-BENCH_PKGS ?= ./src/internal/collapse/ ./src/internal/proxy/ ./src/internal/inject/webhook/
+BENCH_PKGS ?= ./src/internal/collapse/ ./src/internal/proxy/ ./src/collapser/ ./src/internal/inject/webhook/
 # Extra flags of make load, e.g. RACE=-race (it slows every call, so the timing
 # numbers of the sustained-load benchmark are measured without it by default).
 RACE ?=
@@ -77,7 +77,7 @@ clean: ## Remove ./bin (binaries and protoc plugins).
 test: ## Run the unit tests with -race (root module, then test/ when present).
 	./scripts/test.sh
 
-bench: ## Run engine, proxy and injector admission benchmarks once (BENCH=regexp, BENCHTIME=1s).
+bench: ## Run engine, proxy, library and injector admission benchmarks once (BENCH=regexp, BENCHTIME=1s).
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=1 $(BENCH_PKGS)
 
 load: ## Run the load benchmarks once (RACE=-race to add the detector): steady load vs latency+TTL, heap over 100,000 requests, what the caches hold against what they count.
