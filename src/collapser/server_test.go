@@ -2,6 +2,8 @@ package collapser
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,5 +254,51 @@ func TestServer_PurgesOnTheApplicationsServerNeedTheTokenWhenThereIsOne(t *testi
 	// The engine's own purges are not the application's calls.
 	if got := outcomes(t, reg); len(got) != 0 {
 		t.Errorf("requests counted = %v, want none", got)
+	}
+}
+
+func TestRun_ReloadsThePolicyFile(t *testing.T) {
+	hold := make(chan struct{})
+	close(hold)
+	g := heldGreeter(hold)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("default:\n  collapse: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, reg := newCollapser(t, "", func(o *Options) { o.PolicyFile = policy })
+	client := serveGreeter(t, c, g)
+	ctx, cancel := context.WithCancel(testkit.Context(t))
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		c.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		testkit.Recv(t, "Run to return", ran)
+	}()
+	call := func() {
+		t.Helper()
+		if r := sayHelloAs(ctx, client, "ann", ""); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	call()
+	call()
+	if err := os.WriteFile(policy, []byte("default:\n  collapse: true\n  cacheTTL: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the policy to be reloaded", func() bool {
+		for _, m := range series(t, reg, "collapser_policy_reloads_total") {
+			if label(m, "result") == "success" && m.GetCounter().GetValue() == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	call()
+	call()
+	if got := g.Calls.SayHello.Load(); got != 3 {
+		t.Errorf("handler runs = %d, want 3: two passed through, then one collapsed", got)
 	}
 }
