@@ -35,8 +35,8 @@ import (
 
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/engine"
 	"github.com/collapser/collapser/src/internal/methodkind"
-	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/metrics"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
@@ -118,45 +118,32 @@ func New(o Options) (*Collapser, error) {
 // build is New with the backend of the engine's own server: nil for the
 // library; the parity test serves the engine as the sidecar does.
 func build(o Options, backend grpc.ClientConnInterface) (*Collapser, error) {
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	rule, err := requestkey.NewRule(o.Keys)
-	if err != nil {
-		return nil, fmt.Errorf("collapser: Keys: %w", err)
-	}
-	labels := methodlabel.New(methodlabel.MaxUnknown)
-	rec := metrics.NewRecorder(metrics.Options{Labels: labels, Exemplars: o.TracerProvider != nil})
-	// The process's own descriptors say what each method is: its
-	// generated code registered them.
-	kinds, err := methodkind.NewResolver(methodkind.Options{Files: protoregistry.GlobalFiles,
-		UnaryMethods: o.Policy.CollapseMethods, Logger: logger})
+	e, err := engine.New(engine.Options{
+		Policy:     o.Policy,
+		PolicyFile: o.PolicyFile,
+		Keys:       o.Keys,
+		Proxy:      o.Engine,
+		// The process's own descriptors say what each method is: its
+		// generated code registered them.
+		Kinds:          methodkind.Options{Files: protoregistry.GlobalFiles, UnaryMethods: o.Policy.CollapseMethods},
+		Backend:        backend,
+		TracerProvider: o.TracerProvider,
+		Logger:         o.Logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("collapser: %w", err)
 	}
-	store, err := policy.NewStore(o.Policy, o.PolicyFile, logger, rec)
-	if err != nil {
-		return nil, fmt.Errorf("collapser: %w", err)
-	}
-	decider := policy.NewDecider(store, kinds, logger)
-	p, err := proxy.New(proxy.Options{Settings: o.Engine, Backend: backend, Rules: decider, KeyRule: rule, Observer: rec,
-		TracerProvider: o.TracerProvider, Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("collapser: %w", err)
-	}
-	c := &Collapser{proxy: p, policy: store}
+	c := &Collapser{proxy: e.Proxy, policy: e.Policy}
 	if o.AdminTokenFile != "" {
-		if c.token, err = secretfile.Load(o.AdminTokenFile, admin.MinTokenBytes, logger); err != nil {
+		if c.token, err = secretfile.Load(o.AdminTokenFile, admin.MinTokenBytes, o.Logger); err != nil {
 			return nil, fmt.Errorf("collapser: AdminTokenFile: %w", err)
 		}
 	}
-	c.admin = admin.New(admin.Options{Purger: p, Observer: rec, Token: c.token})
+	c.admin = admin.New(admin.Options{Purger: e.Proxy, Observer: e.Recorder, Token: c.token})
 	// A write whose rule names what it invalidates purges through it.
-	p.InvalidateThrough(c.admin)
+	e.Proxy.InvalidateThrough(c.admin)
 	if o.Registerer != nil {
-		src := metrics.Sources{Stats: p.Stats, Streams: p.StreamStats, Methods: decider.Rules}
-		if err := metrics.Register(o.Registerer, rec, src); err != nil {
+		if err := metrics.Register(o.Registerer, e.Recorder, e.Sources()); err != nil {
 			return nil, fmt.Errorf("collapser: %w", err)
 		}
 	}

@@ -224,7 +224,7 @@ func TestNew_BadSettingsAreErrorsNamingThem(t *testing.T) {
 		want   string
 	}{
 		{name: "policy file", policy: "default:\n  collapse: sometimes\n", want: "policy"},
-		{name: "key headers", change: func(o *Options) { o.Keys.IgnoreHeaders = []string{"authorization"} }, want: "Keys"},
+		{name: "key headers", change: func(o *Options) { o.Keys.IgnoreHeaders = []string{"authorization"} }, want: "IgnoreHeaders"},
 		{name: "admin token file", change: func(o *Options) { o.AdminTokenFile = "/nonexistent/token" }, want: "AdminTokenFile"},
 		{name: "engine", change: func(o *Options) { o.Engine.MaxBackendCalls = -1 }, want: "MaxBackendCalls"},
 	}

@@ -1,9 +1,9 @@
-// Package sidecar assembles the collapser from its parts: the backend
-// connection, the method-kind resolver, the policy, the proxy (which owns the
-// collapse engine), the peers and the other replicas, the admin service, the
-// server's limits, the health service, the metrics endpoint and tracing, and
-// runs them until told to stop (serve.go). Each part takes its own group of
-// the settings whole (config.Settings).
+// Package sidecar assembles the collapser sidecar: the backend connection,
+// the engine (package engine: the method kinds, the policy, the proxy), the
+// peers and the other replicas, the admin service, the server's limits, the
+// health service, the metrics endpoint and tracing, and runs them until
+// told to stop (serve.go). Each part takes its own group of the settings
+// whole (config.Settings).
 package sidecar
 
 import (
@@ -22,13 +22,13 @@ import (
 
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/engine"
 	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/methodlabel"
 	"github.com/collapser/collapser/src/internal/metrics"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
-	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/secretfile"
 	"github.com/collapser/collapser/src/internal/serverlimits"
 	"github.com/collapser/collapser/src/internal/tracing"
@@ -88,20 +88,13 @@ type seams struct {
 
 // newWith is New with seams.
 func newWith(cfg config.Settings, logger *slog.Logger, sm seams) (*Sidecar, error) {
-	rule, err := requestkey.NewRule(cfg.Key)
-	if err != nil {
-		return nil, fmt.Errorf("key headers: %w", err)
-	}
-	if cfg.Key.ShareAcrossCredentials {
-		logger.Warn("UNSAFE: credentials are left out of the request key; callers with different credentials share responses")
-	}
 	// The metrics and the spans name methods from one bounded set.
 	labels := methodlabel.New(methodlabel.MaxUnknown)
 	tr, err := tracing.New(tracing.Options{SpanName: labels.Label, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	s, err := dialAndAssemble(cfg, logger, rule, labels, tr, sm)
+	s, err := dialAndAssemble(cfg, logger, labels, tr, sm)
 	if err != nil {
 		// Nothing was exported yet: the spans that were not are no loss.
 		_ = tr.Shutdown(context.Background())
@@ -112,7 +105,7 @@ func newWith(cfg config.Settings, logger *slog.Logger, sm seams) (*Sidecar, erro
 
 // dialAndAssemble makes the backend and peer connections, traced by tr, and
 // assembles the parts around them.
-func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.Rule, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
+func dialAndAssemble(cfg config.Settings, logger *slog.Logger, labels *methodlabel.Set, tr *tracing.Tracing, sm seams) (*Sidecar, error) {
 	tls, err := openLegs(cfg)
 	if err != nil {
 		return nil, err
@@ -139,7 +132,7 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 		}
 	}
 	s := &Sidecar{cfg: cfg, logger: logger, backend: backend, tls: tls, peers: links, limits: cfg.Server, tracing: tr}
-	if err := s.assemble(rule, labels, sm); err != nil {
+	if err := s.assemble(labels, sm); err != nil {
 		backend.Close()
 		tls.close()
 		if links != nil {
@@ -150,84 +143,55 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, rule *requestkey.
 	return s, nil
 }
 
-// assemble connects the parts around s's backend and peer connections,
-// each built by a function of its own once the parts it needs exist; they
-// need one another in this order, save that the proxy's writes purge
-// through the admin service built on it (Proxy.InvalidateThrough).
-func (s *Sidecar) assemble(rule *requestkey.Rule, labels *methodlabel.Set, sm seams) error {
-	// The Recorder counts what the policy, the proxy and the admin service
-	// tell it; what a scrape reads of them is registered once they exist.
-	rec := metrics.NewRecorder(metrics.Options{Labels: labels, Exemplars: s.tracing != nil})
-	var err error
-	if s.resolver, s.policy, err = s.rules(rec); err != nil {
+// assemble connects the parts around s's backend and peer connections:
+// the engine (package engine), then what the sidecar serves it with, each
+// built by a function of its own once the parts it needs exist; they need
+// one another in this order, save that the proxy's writes purge through
+// the admin service built on it (Proxy.InvalidateThrough).
+func (s *Sidecar) assemble(labels *methodlabel.Set, sm seams) error {
+	var ring proxy.Peers // a nil *peers.Ring must stay a nil interface
+	if s.peers != nil {
+		ring = s.peers.ring
+	}
+	e, err := engine.New(engine.Options{
+		Policy:     s.cfg.Policy,
+		PolicyFile: s.cfg.PolicyFile,
+		Keys:       s.cfg.Key,
+		Proxy:      s.cfg.Proxy,
+		Kinds: methodkind.Options{
+			Backend:           s.backend,
+			UseReflection:     s.cfg.Reflection,
+			DescriptorSetPath: s.cfg.DescriptorSet,
+			UnaryMethods:      s.cfg.Policy.CollapseMethods,
+		},
+		Backend:        s.backend,
+		Peers:          ring,
+		Forwarding:     forwarding.New(sm.now),
+		Labels:         labels,
+		TracerProvider: s.tracing.TracerProvider(),
+		Logger:         s.logger,
+		Now:            sm.now,
+	})
+	if err != nil {
 		return err
 	}
-	decider := policy.NewDecider(s.policy, s.resolver, s.logger)
-	if s.proxy, err = s.newProxy(decider, rule, rec, sm.now); err != nil {
-		return err
-	}
+	s.resolver, s.policy, s.proxy = e.Kinds, e.Policy, e.Proxy
 	if s.replicas, err = replicas(s.cfg, s.peers, s.proxy, s.logger, sm); err != nil {
 		return err
 	}
 	if s.adminToken, err = adminToken(s.cfg, s.logger); err != nil {
 		return err
 	}
-	purges := admin.New(admin.Options{Purger: s.proxy, Observer: rec, AllowRemote: s.cfg.AdminAllowRemote, Replicas: s.replicas, Token: s.adminToken})
+	purges := admin.New(admin.Options{Purger: s.proxy, Observer: e.Recorder, AllowRemote: s.cfg.AdminAllowRemote, Replicas: s.replicas, Token: s.adminToken})
 	// The proxy's writes purge through the admin service, built on it.
 	s.proxy.InvalidateThrough(purges)
-	if s.metrics, err = s.metricsHandler(rec, decider); err != nil {
+	if s.metrics, err = s.metricsHandler(e); err != nil {
 		return err
 	}
 	s.server, s.health = s.callersServer()
 	s.peer = s.peerServer()
 	s.admin = adminServer(s.limits, purges)
 	return nil
-}
-
-// rules returns the method-kind resolver of s's backend and the policy
-// store, which counts its reloads in rec.
-func (s *Sidecar) rules(rec *metrics.Recorder) (*methodkind.Resolver, *policy.Store, error) {
-	resolver, err := methodkind.NewResolver(methodkind.Options{
-		Backend:           s.backend,
-		UseReflection:     s.cfg.Reflection,
-		DescriptorSetPath: s.cfg.DescriptorSet,
-		UnaryMethods:      s.cfg.Policy.CollapseMethods,
-		Logger:            s.logger,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("method kinds: %w", err)
-	}
-	store, err := policy.NewStore(s.cfg.Policy, s.cfg.PolicyFile, s.logger, rec)
-	if err != nil {
-		return nil, nil, err
-	}
-	return resolver, store, nil
-}
-
-// newProxy returns the proxy of s's backend and peers, which asks decider
-// the rule of each call, keys calls with rule, tells rec what it does,
-// and reads windows on now.
-func (s *Sidecar) newProxy(decider *policy.Decider, rule *requestkey.Rule, rec *metrics.Recorder, now func() time.Time) (*proxy.Proxy, error) {
-	var ring proxy.Peers // a nil *peers.Ring must stay a nil interface
-	if s.peers != nil {
-		ring = s.peers.ring
-	}
-	p, err := proxy.New(proxy.Options{
-		Settings:       s.cfg.Proxy,
-		Backend:        s.backend,
-		Peers:          ring,
-		Forwarding:     forwarding.New(now),
-		Rules:          decider,
-		KeyRule:        rule,
-		Observer:       rec,
-		TracerProvider: s.tracing.TracerProvider(),
-		Logger:         s.logger,
-		Now:            now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	return p, nil
 }
 
 // adminToken reads the token every admin call must carry; nil when cfg
@@ -243,11 +207,11 @@ func adminToken(cfg config.Settings, logger *slog.Logger) (*secretfile.Value, er
 	return token, nil
 }
 
-// metricsHandler registers rec's counts and what a scrape reads of the
-// proxy, the rules decider gives, the peers and replicas, and tracing, and
-// returns the handler that serves them with the Go runtime's.
-func (s *Sidecar) metricsHandler(rec *metrics.Recorder, decider *policy.Decider) (http.Handler, error) {
-	src := metrics.Sources{Stats: s.proxy.Stats, Streams: s.proxy.StreamStats, Methods: decider.Rules}
+// metricsHandler registers e's counts and what a scrape reads of e, the
+// peers and replicas, and tracing, and returns the handler that serves
+// them with the Go runtime's.
+func (s *Sidecar) metricsHandler(e *engine.Engine) (http.Handler, error) {
+	src := e.Sources()
 	if s.tracing != nil {
 		src.Traces = s.tracing.Stats
 	}
@@ -255,7 +219,7 @@ func (s *Sidecar) metricsHandler(rec *metrics.Recorder, decider *policy.Decider)
 		src.Peers = peerMetrics{ring: s.peers.ring, proxy: s.proxy, replicas: s.replicas}.state
 	}
 	registry := metrics.NewRegistry()
-	if err := metrics.Register(registry, rec, src); err != nil {
+	if err := metrics.Register(registry, e.Recorder, src); err != nil {
 		return nil, err
 	}
 	return metrics.Handler(registry), nil
