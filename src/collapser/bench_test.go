@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -172,7 +171,7 @@ func loopback(b *testing.B, client hellov1.GreeterClient, unique bool) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	start := cpuTime(b)
+	start := testkit.CPUTime(b)
 	i := 0
 	for b.Loop() {
 		if unique {
@@ -183,14 +182,5 @@ func loopback(b *testing.B, client hellov1.GreeterClient, unique bool) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime returns the CPU time the process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	testkit.ReportCPU(b, start)
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -164,9 +163,9 @@ func BenchmarkMissAgainstPassthrough(b *testing.B) {
 	for done := 0; done < b.N; done += interleavedCalls {
 		n := min(interleavedCalls, b.N-done)
 		for i := range kinds {
-			start := cpuTime(b)
+			start := testkit.CPUTime(b)
 			callsAtOnce(b, kinds[i].client, n, &next)
-			kinds[i].cpu += cpuTime(b) - start
+			kinds[i].cpu += testkit.CPUTime(b) - start
 		}
 	}
 	b.StopTimer()
@@ -240,7 +239,7 @@ func parallelCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
 	var next atomic.Int64
 	b.SetParallelism(max(1, parallelCallers/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
-	start := cpuTime(b)
+	start := testkit.CPUTime(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -251,22 +250,7 @@ func parallelCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
 		}
 	})
 	b.StopTimer()
-	reportCPU(b, start)
-}
-
-// reportCPU reports the CPU time the process spent per call since start,
-// a cpuTime.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime returns the CPU time the process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	testkit.ReportCPU(b, start)
 }
 
 func BenchmarkProxiedHit(b *testing.B) { benchmarkHit(b, proxyConfig{}) }
@@ -357,7 +341,7 @@ func benchmarkCalls(b *testing.B, c hellov1.GreeterClient, name func(i int) stri
 		reqs[i] = &hellov1.HelloRequest{Name: name(i)}
 	}
 	b.ReportAllocs()
-	start := cpuTime(b)
+	start := testkit.CPUTime(b)
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := c.SayHello(ctx, reqs[i]); err != nil {
@@ -365,7 +349,7 @@ func benchmarkCalls(b *testing.B, c hellov1.GreeterClient, name func(i int) stri
 		}
 	}
 	b.StopTimer()
-	reportCPU(b, start)
+	testkit.ReportCPU(b, start)
 }
 
 // streamMessages is the length of the streams of the stream benchmarks.
