@@ -54,8 +54,11 @@ func (c *Collapser) invokeUnary(ctx context.Context, method string, req, reply a
 	if err != nil {
 		return status.Errorf(codes.Internal, "collapser: encode the request of %s: %v", method, err)
 	}
-	sent, _ := metadata.FromOutgoingContext(ctx)
-	keyed := metadata.Join(sent, metadata.MD{requestkey.Connection: {c.conns.of(cc)}})
+	keyed, _ := metadata.FromOutgoingContext(ctx) // the call's own copy
+	if keyed == nil {
+		keyed = metadata.MD{}
+	}
+	keyed[requestkey.Connection] = []string{c.conns.of(cc)}
 	resp, err := c.proxy.Call(ctx, method, rule, payload, keyed,
 		&invokerConn{cc: cc, invoker: invoker, request: in, reply: out, opts: opts})
 	if resp == nil {

@@ -27,6 +27,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -154,17 +155,12 @@ func build(o Options, backend grpc.ClientConnInterface) (*Collapser, error) {
 // it reloads the policy file when it changes (an invalid file is logged
 // and counted, and the policy in force stays), and the admin token.
 func (c *Collapser) Run(ctx context.Context) {
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	if c.token != nil {
-		go func() {
-			defer close(done)
-			c.token.Run(ctx, 0)
-		}()
-	} else {
-		close(done)
+		wg.Go(func() { c.token.Run(ctx, 0) })
 	}
 	c.policy.Run(ctx, 0)
-	<-done
+	wg.Wait()
 }
 
 // RegisterAdmin registers the admin service (collapser.admin.v1.Cache,

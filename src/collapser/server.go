@@ -94,10 +94,8 @@ func (c *Collapser) serveUnary(ctx context.Context, req any, info *grpc.UnarySer
 // serves: a connection to the application's handler, in the process. Its
 // call runs the handler on a request of its own, decoded from the engine's
 // (the caller's may change after it returned, and a refresh runs after it
-// did), in a context with the values of caller's (the caller who led the
-// run, or found its answer stale: who called, from where) and the deadline
-// and cancellation of the engine's call, without its outgoing metadata:
-// the handler's own calls send only what it adds.
+// did), in handlerContext of the engine's call and caller (the caller who
+// led the run, or found its answer stale).
 type handlerConn struct {
 	caller  context.Context
 	request protoreflect.MessageType
@@ -112,8 +110,7 @@ func (h *handlerConn) Invoke(ctx context.Context, method string, args, reply any
 		return status.Errorf(codes.Internal, "collapser: decode the request of %s: %v", method, err)
 	}
 	stream := &recorder{method: method}
-	ctx = metadata.NewOutgoingContext(ctx, nil)
-	out, err := h.handler(grpc.NewContextWithServerTransportStream(valuesOf{Context: ctx, values: h.caller}, stream), req)
+	out, err := h.handler(grpc.NewContextWithServerTransportStream(handlerContext(ctx, h.caller), stream), req)
 	header, trailer := stream.result()
 	fill(opts, header, trailer)
 	if err != nil {
@@ -135,6 +132,15 @@ func (h *handlerConn) Invoke(ctx context.Context, method string, args, reply any
 // stream.
 func (h *handlerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Internal, "collapser: a unary handler has no stream")
+}
+
+// handlerContext is the context a shared run's handler runs in: the
+// deadline and cancellation of engine, the engine's call, and the values
+// of caller, who led the run (who called, from where, and what the
+// interceptors before this one added), without the engine call's outgoing
+// metadata: the handler's own calls send only what it adds.
+func handlerContext(engine, caller context.Context) context.Context {
+	return valuesOf{Context: metadata.NewOutgoingContext(engine, nil), values: caller}
 }
 
 // valuesOf is a context with the deadline and cancellation of its own

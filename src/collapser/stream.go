@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
@@ -45,7 +44,7 @@ func (c *Collapser) serveStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 		return c.proxy.PassStream(ss, method, rule, func(ss grpc.ServerStream) error { return handler(srv, ss) })
 	}
 	return c.proxy.Replay(&typedStream{ServerStream: ss, types: types}, method, rule,
-		&streamConn{caller: ss.Context(), srv: srv, request: types.request, handler: handler})
+		&streamConn{caller: ss.Context(), srv: srv, handler: handler})
 }
 
 // typedStream is a caller's stream as the engine reads and writes it: the
@@ -83,13 +82,11 @@ func (t *typedStream) SendMsg(m any) error {
 // streamConn is the engine's backend for one server-streaming call the
 // stream interceptor serves: a connection to the application's handler,
 // in the process. A stream it opens runs the handler on its own goroutine,
-// with a stream of its own (handlerStream), in a context with the values
-// of caller's and the deadline and cancellation of the engine's stream,
-// without its outgoing metadata.
+// with a stream of its own (handlerStream), in handlerContext of the
+// engine's stream and caller.
 type streamConn struct {
 	caller  context.Context
 	srv     any
-	request protoreflect.MessageType
 	handler grpc.StreamHandler
 }
 
@@ -101,13 +98,12 @@ func (s *streamConn) Invoke(context.Context, string, any, any, ...grpc.CallOptio
 
 // NewStream implements grpc.ClientConnInterface.
 func (s *streamConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, nil))
+	ctx, cancel := context.WithCancel(ctx)
 	h := &handlerStream{
-		ctx:     valuesOf{Context: ctx, values: s.caller},
+		ctx:     handlerContext(ctx, s.caller),
 		engine:  ctx,
 		cancel:  cancel,
 		method:  method,
-		reqType: s.request,
 		request: make(chan []byte, 1),
 		msgs:    make(chan []byte),
 		started: make(chan struct{}),
@@ -129,7 +125,6 @@ type handlerStream struct {
 	engine  context.Context // the engine's stream's
 	cancel  context.CancelFunc
 	method  string
-	reqType protoreflect.MessageType
 	request chan []byte   // the engine's request, once
 	msgs    chan []byte   // the handler's messages, encoded
 	started chan struct{} // closed once the header is sent (or the run ended)
