@@ -90,10 +90,7 @@ func (s *tagStream) SendHeader(md metadata.MD) error {
 // (unless the proxy forwards it) when md has one, since its map may be a
 // handler's own; md itself otherwise, and tags unchanged.
 func (p *Proxy) takeTagsOf(md metadata.MD, tags *tagged) metadata.MD {
-	if p.tagsHeader == "" {
-		return md
-	}
-	if _, ok := md[p.tagsHeader]; !ok {
+	if _, ok := md[p.tagsHeader]; p.tagsHeader == "" || !ok {
 		return md
 	}
 	md = md.Copy()

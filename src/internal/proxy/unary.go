@@ -198,9 +198,9 @@ func receiveOne(ss grpc.ServerStream, req any) error {
 	return nil
 }
 
-// invoke makes c's one backend call, on its backend. Its context is the collapse call's: it
-// belongs to no caller, ends with the call's timeout and is cancelled when
-// every caller waiting for it has left. The caller's authority and headers
+// invoke makes c's one backend call, on its backend. Its context is the
+// collapse call's: it belongs to no caller, ends with the call's timeout
+// and is cancelled when every caller waiting for it has left. The caller's authority and headers
 // go with it (outgoing). The error is the backend's status when it is not
 // OK, so the group never keeps it; the Response carries it too, with the
 // metadata the backend sent alongside.
