@@ -2,11 +2,13 @@ package collapser
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
@@ -107,4 +109,48 @@ func TestClient_RepliesAreEveryCallersOwn(t *testing.T) {
 	if got := g.Calls.SayHello.Load(); got != 1 {
 		t.Errorf("server calls = %d, want 1", got)
 	}
+}
+
+func TestClient_AConnectionsNameGoesWithIt(t *testing.T) {
+	// connIDs holds a connection weakly: once the connection is collected,
+	// its name goes, so a process that dials again and again holds only the
+	// names of the connections it still has; a live one keeps its name.
+	c, _ := newCollapser(t, "", nil)
+	g := &testkit.Greeter{SayHello: func(context.Context, *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		return &hellov1.HelloReply{}, nil
+	}}
+	addr := g.Start(t)
+	dialAndCall := func() *grpc.ClientConn {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithUnaryInterceptor(c.UnaryClientInterceptor()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := sayHelloAs(testkit.Context(t), hellov1.NewGreeterClient(conn), "ann", ""); r.err != nil {
+			t.Fatal(r.err)
+		}
+		return conn
+	}
+	live := dialAndCall()
+	defer live.Close()
+	name := c.conns.of(live)
+	for range 20 {
+		if err := dialAndCall().Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, "the closed connections' names to go", func() bool {
+		runtime.GC()
+		return names(&c.conns) == 1
+	})
+	if got := c.conns.of(live); got != name {
+		t.Errorf("the live connection's name = %s, want %s as before", got, name)
+	}
+}
+
+// names returns how many connections ids holds a name of.
+func names(ids *connIDs) int {
+	n := 0
+	ids.ids.Range(func(any, any) bool { n++; return true })
+	return n
 }
