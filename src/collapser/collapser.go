@@ -37,6 +37,7 @@ import (
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/engine"
+	"github.com/collapser/collapser/src/internal/fleet"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/metrics"
 	"github.com/collapser/collapser/src/internal/policy"
@@ -87,6 +88,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Peers makes the Collapser one replica among the release's others;
+	// its zero Target: none.
+	Peers Peers
 }
 
 // DefaultOptions returns the options of a Collapser that does what a
@@ -96,7 +100,7 @@ type Options struct {
 func DefaultOptions() Options {
 	d := config.Default()
 	d.Policy.CollapseMethodsSource = "collapser.Options.Policy.CollapseMethods"
-	return Options{Policy: d.Policy, Keys: d.Key, Engine: d.Proxy}
+	return Options{Policy: d.Policy, Keys: d.Key, Engine: d.Proxy, Peers: Peers{Listen: d.PeerListen}}
 }
 
 // Collapser is the engine and its interceptors. Its methods are safe for
@@ -108,6 +112,10 @@ type Collapser struct {
 	token  *secretfile.Value // nil: none
 	types  messageTypes
 	conns  connIDs
+	// services run the calls peers forward (Registrar).
+	services *services
+	fleet    *fleet.Fleet // nil: no peers
+	peer     *grpc.Server // the peer port's; nil: no peers
 }
 
 // New returns a Collapser of o. A policy file that cannot be read or is
@@ -117,8 +125,28 @@ func New(o Options) (*Collapser, error) {
 }
 
 // build is New with the backend of the engine's own server: nil for the
-// library; the parity test serves the engine as the sidecar does.
+// library, whose calls peers forward run the application's services; the
+// parity test serves the engine as the sidecar does.
 func build(o Options, backend grpc.ClientConnInterface) (*Collapser, error) {
+	c := &Collapser{services: &services{unary: o.Peers.UnaryInterceptor, stream: o.Peers.StreamInterceptor}}
+	if backend == nil {
+		backend = c.services
+	}
+	ring, err := c.joinPeers(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.assemble(o, backend, ring); err != nil {
+		if c.fleet != nil {
+			c.fleet.Close()
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// assemble builds c's engine on backend and ring, and what serves it.
+func (c *Collapser) assemble(o Options, backend grpc.ClientConnInterface, ring proxy.Peers) error {
 	e, err := engine.New(engine.Options{
 		Policy:     o.Policy,
 		PolicyFile: o.PolicyFile,
@@ -128,36 +156,54 @@ func build(o Options, backend grpc.ClientConnInterface) (*Collapser, error) {
 		// generated code registered them.
 		Kinds:          methodkind.Options{Files: protoregistry.GlobalFiles, UnaryMethods: o.Policy.CollapseMethods},
 		Backend:        backend,
+		Peers:          ring,
 		TracerProvider: o.TracerProvider,
 		Logger:         o.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("collapser: %w", err)
+		return fmt.Errorf("collapser: %w", err)
 	}
-	c := &Collapser{proxy: e.Proxy, policy: e.Policy}
+	c.proxy, c.policy = e.Proxy, e.Policy
+	var replicas *admin.Replicas
+	if c.fleet != nil {
+		if c.peer, err = c.fleet.Join(e.Proxy, fleet.JoinOptions{ServerOptions: config.Default().Server.ServerOptions()}); err != nil {
+			return fmt.Errorf("collapser: Peers: %w", err)
+		}
+		replicas = c.fleet.Replicas()
+	}
 	if o.AdminTokenFile != "" {
 		if c.token, err = secretfile.Load(o.AdminTokenFile, admin.MinTokenBytes, o.Logger); err != nil {
-			return nil, fmt.Errorf("collapser: AdminTokenFile: %w", err)
+			return fmt.Errorf("collapser: AdminTokenFile: %w", err)
 		}
 	}
-	c.admin = admin.New(admin.Options{Purger: e.Proxy, Observer: e.Recorder, Token: c.token})
+	c.admin = admin.New(admin.Options{Purger: e.Proxy, Observer: e.Recorder, Token: c.token, Replicas: replicas})
 	// A write whose rule names what it invalidates purges through it.
 	e.Proxy.InvalidateThrough(c.admin)
 	if o.Registerer != nil {
-		if err := metrics.Register(o.Registerer, e.Recorder, e.Sources()); err != nil {
-			return nil, fmt.Errorf("collapser: %w", err)
+		src := e.Sources()
+		if c.fleet != nil {
+			src.Peers = c.fleet.State
+		}
+		if err := metrics.Register(o.Registerer, e.Recorder, src); err != nil {
+			return fmt.Errorf("collapser: %w", err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Run keeps what the Collapser reads from files up to date until ctx ends:
 // it reloads the policy file when it changes (an invalid file is logged
-// and counted, and the policy in force stays), and the admin token.
+// and counted, and the policy in force stays), and the admin token; with
+// peers, the peer token, and it syncs the purges with the other replicas.
+// Until it runs, a replica with peers serves nothing it keeps: it must
+// learn first that it missed no purge.
 func (c *Collapser) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if c.token != nil {
 		wg.Go(func() { c.token.Run(ctx, 0) })
+	}
+	if c.fleet != nil {
+		wg.Go(func() { c.fleet.Run(ctx) })
 	}
 	c.policy.Run(ctx, 0)
 	wg.Wait()

@@ -111,6 +111,13 @@ func (h *handlerConn) Invoke(ctx context.Context, method string, args, reply any
 	}
 	stream := &recorder{method: method}
 	out, err := h.handler(grpc.NewContextWithServerTransportStream(handlerContext(ctx, h.caller), stream), req)
+	return settle(method, stream, out, err, reply, opts)
+}
+
+// settle ends a handler's run for the engine: the header and trailer it
+// set on stream go where opts ask, and the answer it returned, out or err,
+// into reply, as its wire bytes.
+func settle(method string, stream *recorder, out any, err error, reply any, opts []grpc.CallOption) error {
 	header, trailer := stream.result()
 	fill(opts, header, trailer)
 	if err != nil {

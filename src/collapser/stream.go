@@ -80,12 +80,13 @@ func (t *typedStream) SendMsg(m any) error {
 }
 
 // streamConn is the engine's backend for one server-streaming call the
-// stream interceptor serves: a connection to the application's handler,
-// in the process. A stream it opens runs the handler on its own goroutine,
-// with a stream of its own (handlerStream), in handlerContext of the
-// engine's stream and caller.
+// stream interceptor serves, or a peer forwarded: a connection to the
+// application's handler, in the process. A stream it opens runs the
+// handler on its own goroutine, with a stream of its own (handlerStream),
+// in handlerContext of the engine's stream and caller, or forwardedContext
+// of the engine's stream.
 type streamConn struct {
-	caller  context.Context
+	caller  context.Context // nil: a stream a peer forwarded
 	srv     any
 	handler grpc.StreamHandler
 }
@@ -99,8 +100,14 @@ func (s *streamConn) Invoke(context.Context, string, any, any, ...grpc.CallOptio
 // NewStream implements grpc.ClientConnInterface.
 func (s *streamConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
+	var run context.Context
+	if s.caller != nil {
+		run = handlerContext(ctx, s.caller)
+	} else {
+		run = forwardedContext(ctx)
+	}
 	h := &handlerStream{
-		ctx:     handlerContext(ctx, s.caller),
+		ctx:     run,
 		engine:  ctx,
 		cancel:  cancel,
 		method:  method,

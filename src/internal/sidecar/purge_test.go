@@ -151,7 +151,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(rotated), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.peers.trust.Token.Reload(); err != nil {
+	if err := sc.fleet.Token().Reload(); err != nil {
 		t.Fatal(err)
 	}
 	check(t, "the rotated token", []string{rotated}, codes.OK)
@@ -159,7 +159,7 @@ func TestPeerPort_EveryCallProvesItComesFromAReplica(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(otherToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.peers.trust.Token.Reload(); err != nil {
+	if err := sc.fleet.Token().Reload(); err != nil {
 		t.Fatal(err)
 	}
 	check(t, "the token two rotations ago", []string{releaseToken}, codes.Unauthenticated)

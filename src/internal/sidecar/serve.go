@@ -79,9 +79,8 @@ func (s *Sidecar) runTasks(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.resolver.Run(ctx) })
 	wg.Go(func() { s.policy.Run(ctx, 0) })
 	wg.Go(func() { backendhealth.Watch(ctx, s.backend, s.health, healthInterval, s.resolver.Ready, s.logger) })
-	if s.replicas != nil {
-		wg.Go(func() { s.replicas.Run(ctx) })
-		wg.Go(func() { s.peers.trust.Token.Run(ctx, 0) })
+	if s.fleet != nil {
+		wg.Go(func() { s.fleet.Run(ctx) })
 	}
 	if s.adminToken != nil {
 		wg.Go(func() { s.adminToken.Run(ctx, 0) })
@@ -142,15 +141,8 @@ func (s *Sidecar) release() error {
 		err = errors.Join(err, fmt.Errorf("close backend connection: %w", cErr))
 	}
 	s.tls.close()
-	if s.peers != nil {
-		if cErr := s.peers.close(); cErr != nil {
-			err = errors.Join(err, fmt.Errorf("close peer connection: %w", cErr))
-		}
-	}
-	if s.replicas != nil {
-		if cErr := s.replicas.Close(); cErr != nil {
-			err = errors.Join(err, fmt.Errorf("close connections to replicas: %w", cErr))
-		}
+	if s.fleet != nil {
+		err = errors.Join(err, s.fleet.Close())
 	}
 	// Every call has ended, and its spans with it: the last are exported.
 	if tErr := s.tracing.Shutdown(context.Background()); tErr != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/collapser/collapser/src/internal/admin"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/engine"
+	"github.com/collapser/collapser/src/internal/fleet"
 	"github.com/collapser/collapser/src/internal/forwarding"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/methodlabel"
@@ -52,7 +53,7 @@ type Sidecar struct {
 	logger   *slog.Logger
 	backend  *grpc.ClientConn
 	tls      *legs
-	peers    *peerLinks      // nil: no peers
+	fleet    *fleet.Fleet    // the other replicas; nil: no peers
 	replicas *admin.Replicas // the replicas purges are taken to; nil: none
 	proxy    *proxy.Proxy
 	resolver *methodkind.Resolver
@@ -123,20 +124,18 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, labels *methodlab
 		tls.close()
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
-	var links *peerLinks
-	if cfg.Peers != "" {
-		if links, err = dialPeers(cfg, tls.peers, tr, logger); err != nil {
-			backend.Close()
-			tls.close()
-			return nil, err
-		}
+	peers, err := fleet.Dial(cfg, logger, tr.DialOptions()...)
+	if err != nil {
+		backend.Close()
+		tls.close()
+		return nil, err
 	}
-	s := &Sidecar{cfg: cfg, logger: logger, backend: backend, tls: tls, peers: links, limits: cfg.Server, tracing: tr}
+	s := &Sidecar{cfg: cfg, logger: logger, backend: backend, tls: tls, fleet: peers, limits: cfg.Server, tracing: tr}
 	if err := s.assemble(labels, sm); err != nil {
 		backend.Close()
 		tls.close()
-		if links != nil {
-			links.close()
+		if peers != nil {
+			peers.Close()
 		}
 		return nil, err
 	}
@@ -150,8 +149,8 @@ func dialAndAssemble(cfg config.Settings, logger *slog.Logger, labels *methodlab
 // the admin service built on it (Proxy.InvalidateThrough).
 func (s *Sidecar) assemble(labels *methodlabel.Set, sm seams) error {
 	var ring proxy.Peers // a nil *peers.Ring must stay a nil interface
-	if s.peers != nil {
-		ring = s.peers.ring
+	if s.fleet != nil {
+		ring = s.fleet.Ring()
 	}
 	e, err := engine.New(engine.Options{
 		Policy:     s.cfg.Policy,
@@ -176,8 +175,16 @@ func (s *Sidecar) assemble(labels *methodlabel.Set, sm seams) error {
 		return err
 	}
 	s.resolver, s.policy, s.proxy = e.Kinds, e.Policy, e.Proxy
-	if s.replicas, err = replicas(s.cfg, s.peers, s.proxy, s.logger, sm); err != nil {
-		return err
+	if s.fleet != nil {
+		// Every call on the peer port proves it comes from a replica.
+		if s.peer, err = s.fleet.Join(s.proxy, fleet.JoinOptions{
+			ServerOptions: slices.Concat(s.limits.ServerOptions(), s.tracing.ServerOptions()),
+			Now:           sm.now,
+			SyncInterval:  sm.syncEvery,
+		}); err != nil {
+			return err
+		}
+		s.replicas = s.fleet.Replicas()
 	}
 	if s.adminToken, err = adminToken(s.cfg, s.logger); err != nil {
 		return err
@@ -189,7 +196,6 @@ func (s *Sidecar) assemble(labels *methodlabel.Set, sm seams) error {
 		return err
 	}
 	s.server, s.health = s.callersServer()
-	s.peer = s.peerServer()
 	s.admin = adminServer(s.limits, purges)
 	return nil
 }
@@ -215,8 +221,8 @@ func (s *Sidecar) metricsHandler(e *engine.Engine) (http.Handler, error) {
 	if s.tracing != nil {
 		src.Traces = s.tracing.Stats
 	}
-	if s.peers != nil {
-		src.Peers = peerMetrics{ring: s.peers.ring, proxy: s.proxy, replicas: s.replicas}.state
+	if s.fleet != nil {
+		src.Peers = s.fleet.State
 	}
 	registry := metrics.NewRegistry()
 	if err := metrics.Register(registry, e.Recorder, src); err != nil {
@@ -235,19 +241,6 @@ func (s *Sidecar) callersServer() (*grpc.Server, *health.Server) {
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(server, hs)
 	return server, hs
-}
-
-// peerServer returns the server of the peer port, which serves the calls
-// peers forward and their purges; nil without peers.
-func (s *Sidecar) peerServer() *grpc.Server {
-	if s.peers == nil {
-		return nil
-	}
-	// Every call on the peer port proves it comes from a replica.
-	server := grpc.NewServer(slices.Concat(s.proxy.PeerServerOptions(), s.limits.ServerOptions(), s.tracing.ServerOptions(),
-		s.peers.trust.ServerOptions())...)
-	admin.NewPeer(s.proxy, s.replicas).Register(server)
-	return server
 }
 
 // adminServer returns the server of the admin service purges, within

@@ -4,21 +4,19 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/tlsfiles"
 )
 
-// legs are the transports of the callers' leg, the backend leg and the
-// leg between replicas: TLS from files the sidecar reads again when they
-// change, or plain text.
+// legs are the transports of the callers' leg and the backend leg: TLS
+// from files the sidecar reads again when they change, or plain text. The
+// leg between replicas is the fleet's (package fleet).
 type legs struct {
 	callers []grpc.ServerOption // the callers' listener's; none: plain text
 	backend grpc.DialOption
-	peers   credentials.TransportCredentials // mutual TLS between replicas; nil: plain text
-	sources []*tlsfiles.Source               // watched until close
+	sources []*tlsfiles.Source // watched until close
 }
 
 // openLegs reads the TLS files cfg names.
@@ -42,16 +40,6 @@ func openLegs(cfg config.Settings) (*legs, error) {
 			return nil, err
 		}
 		l.backend = grpc.WithTransportCredentials(src.Client(cfg.BackendTLSServerName))
-	}
-	if cfg.PeerTLSCertFile != "" {
-		src, err := l.watch(tlsfiles.Files{Cert: cfg.PeerTLSCertFile, Key: cfg.PeerTLSKeyFile, CA: cfg.PeerTLSCAFile}, "peer-tls-cert-file")
-		if err != nil {
-			return nil, err
-		}
-		if l.peers, err = src.Mutual(); err != nil {
-			l.close()
-			return nil, fmt.Errorf("peer TLS (%s): %w", config.EnvName("peer-tls-cert-file"), err)
-		}
 	}
 	return l, nil
 }

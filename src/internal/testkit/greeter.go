@@ -70,6 +70,11 @@ func (g *Greeter) Serve(t testing.TB, lis net.Listener, opts ...grpc.ServerOptio
 	})
 }
 
+// Service returns g as a hellov1.GreeterServer, for a test that registers
+// it on a server of its own (through a registrar that must see it);
+// its calls are counted as Serve's are.
+func (g *Greeter) Service() hellov1.GreeterServer { return greeterServer{g: g} }
+
 // Stop stops g's server at once, before the test ends: its connections
 // close and the calls in flight end UNAVAILABLE at their callers.
 func (g *Greeter) Stop() { g.srv.Stop() }
