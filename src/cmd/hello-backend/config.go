@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/collapser/collapser/src/collapser"
 	"github.com/collapser/collapser/src/internal/command"
 	"github.com/collapser/collapser/src/internal/envflag"
 )
@@ -33,6 +34,9 @@ type config struct {
 	// interceptor, with collapsePolicy its policy file ("": none).
 	collapse       bool
 	collapsePolicy string
+	// peers makes the interceptor one replica among the release's others,
+	// sidecars or backends that collapse alike; no Target: none.
+	peers collapser.Peers
 }
 
 // parseConfig returns the settings given by args over the environment read
@@ -51,6 +55,24 @@ func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer)
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
 	fs.BoolVar(&c.collapse, "collapse", false, "collapse identical calls in this process, with the collapser library's server interceptor (no sidecar); its metrics join /metrics and its admin service the gRPC port")
 	fs.StringVar(&c.collapsePolicy, "collapse-policy-file", "", "`path` of the collapser policy file the interceptor follows (the sidecar's format), reloaded when it changes; needs --collapse")
+	c.peers = collapser.DefaultOptions().Peers
+	peerFlags := []struct {
+		value *string
+		name  string
+		usage string
+	}{
+		{&c.peers.Target, "collapse-peers", "gRPC `target` of every replica, this one included, sidecars or backends with --collapse (the sidecar's --peers): each key's handler runs on its owner; needs --collapse"},
+		{&c.peers.Replicas, "collapse-replicas", "gRPC `target` of every replica, ready or not (the sidecar's --replicas); empty: --collapse-peers"},
+		{&c.peers.Listen, "collapse-peer-listen", "`address` peers forward calls to, with --collapse-peers (the sidecar's --peer-listen)"},
+		{&c.peers.TokenFile, "collapse-peer-token-file", "`path` of the release's peer token (the sidecar's --peer-token-file), required with --collapse-peers"},
+		{&c.peers.CertFile, "collapse-peer-tls-cert-file", "`path` of this replica's certificate for mutual TLS between replicas (the sidecar's --peer-tls-cert-file)"},
+		{&c.peers.KeyFile, "collapse-peer-tls-key-file", "`path` of the key of --collapse-peer-tls-cert-file"},
+		{&c.peers.CAFile, "collapse-peer-tls-ca-file", "`path` of the CA certificates that sign the replicas' certificates"},
+	}
+	for _, f := range peerFlags {
+		fs.StringVar(f.value, f.name, *f.value, f.usage)
+	}
+	fs.BoolVar(&c.peers.Plaintext, "collapse-peer-plaintext", false, "let replicas call each other in plain text (the sidecar's --peer-plaintext)")
 
 	if err := envflag.Apply(fs, envPrefix, lookup); err != nil {
 		return config{}, err
@@ -67,8 +89,13 @@ func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer)
 	if c.replyBytes < 0 || c.replyBytes > maxReplyBytes {
 		return config{}, fmt.Errorf("--reply-bytes (%s) must be in [0, %d], got %d", envName("reply-bytes"), maxReplyBytes, c.replyBytes)
 	}
-	if c.collapsePolicy != "" && !c.collapse {
-		return config{}, fmt.Errorf("--collapse-policy-file (%s) needs --collapse (%s)", envName("collapse-policy-file"), envName("collapse"))
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"collapse-policy-file", c.collapsePolicy != ""}, {"collapse-peers", c.peers.Target != ""}} {
+		if f.set && !c.collapse {
+			return config{}, fmt.Errorf("--%s (%s) needs --collapse (%s)", f.name, envName(f.name), envName("collapse"))
+		}
 	}
 	if c.shutdownTimeout < 0 {
 		return config{}, fmt.Errorf("--shutdown-timeout (%s) must not be negative, got %s", envName("shutdown-timeout"), c.shutdownTimeout)

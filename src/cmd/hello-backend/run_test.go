@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -169,6 +171,71 @@ func TestRun_CollapseServesIdenticalCallsWithOneHandlerRun(t *testing.T) {
 		}
 	}
 	r.stop(t)
+}
+
+func TestRun_PeeredBackendsRunEachKeysHandlerOnce(t *testing.T) {
+	dir := t.TempDir()
+	policy, token := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "token")
+	if err := os.WriteFile(policy, []byte("default:\n  cacheTTL: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(token, []byte(strings.Repeat("release-token-", 4)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Two free ports for the peer listeners, named to both before either runs.
+	peerAddrs := make([]string, 2)
+	for i := range peerAddrs {
+		lis := testkit.Listen(t, "127.0.0.1:0")
+		peerAddrs[i] = lis.Addr().String()
+		lis.Close()
+	}
+	runs := make([]*running, len(peerAddrs))
+	for i, addr := range peerAddrs {
+		runs[i] = startRun(t, "--latency", "0", "--collapse", "--collapse-policy-file", policy,
+			"--collapse-peers", strings.Join(peerAddrs, ","), "--collapse-peer-listen", addr,
+			"--collapse-peer-token-file", token, "--collapse-peer-plaintext")
+	}
+	metric := func(r *running, series string) int {
+		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(get(t, r.callCtx, "http://"+r.addrs[2]+"/metrics"))
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	for _, r := range runs {
+		testkit.WaitFor(t, "a lease from the other backend", func() bool { return metric(r, "collapser_peer_coherent") == 1 })
+	}
+	// Callers address the backends by one name, as a Service's do: the
+	// authority is part of the key.
+	clients := make([]hellov1.GreeterClient, len(runs))
+	for i, r := range runs {
+		conn, err := grpc.NewClient(r.addrs[1], grpc.WithAuthority("hello.example"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		clients[i] = hellov1.NewGreeterClient(conn)
+	}
+	const keys = 12
+	for k := range keys {
+		for i, r := range runs {
+			if _, err := clients[i].SayHello(r.callCtx, &hellov1.HelloRequest{Name: fmt.Sprint("key-", k)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The backends' own counts are the truth: one run per key, on its owner.
+	handled := 0
+	for _, r := range runs {
+		handled += metric(r, `hello_requests_total{method="/hello.v1.Greeter/SayHello"}`)
+	}
+	if handled != keys {
+		t.Errorf("%d keys called through both backends ran the handler %d times, want %d", keys, handled, keys)
+	}
+	for _, r := range runs {
+		r.stop(t)
+	}
 }
 
 func TestRun_BusyPortIsAnError(t *testing.T) {

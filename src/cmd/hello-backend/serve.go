@@ -42,12 +42,16 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 		if interceptor, err = newCollapser(cfg, reg, logger); err != nil {
 			return errors.Join(err, grpcLis.Close(), metricsLis.Close())
 		}
-		opts = append(opts, grpc.ChainUnaryInterceptor(interceptor.UnaryServerInterceptor()))
+		opts = append(opts, grpc.ChainUnaryInterceptor(interceptor.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(interceptor.StreamServerInterceptor()))
 	}
 	gs := grpc.NewServer(opts...)
-	backend.Register(gs)
 	if interceptor != nil {
+		// The calls peers forward run the Greeter too.
+		backend.Register(interceptor.Registrar(gs))
 		interceptor.RegisterAdmin(gs)
+	} else {
+		backend.Register(gs)
 	}
 	healthSrv := health.NewServer() // overall status "" starts SERVING
 	for _, svc := range []string{hellov1.Greeter_ServiceDesc.ServiceName, hellov1.Stats_ServiceDesc.ServiceName} {
@@ -72,6 +76,22 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 		g.Go(func() error {
 			interceptor.Run(gctx)
 			return nil
+		})
+	}
+	if cfg.peers.Target != "" {
+		peerLis, err := net.Listen("tcp", cfg.peers.Listen)
+		if err != nil {
+			return errors.Join(fmt.Errorf("listen for peers on %s: %w", cfg.peers.Listen, err), interceptor.Close(), grpcLis.Close(), metricsLis.Close())
+		}
+		g.Go(func() error {
+			if err := interceptor.ServePeers(peerLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				return fmt.Errorf("serve peers: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return interceptor.Close()
 		})
 	}
 	g.Go(func() error {
@@ -100,6 +120,7 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 func newCollapser(cfg config, reg prometheus.Registerer, logger *slog.Logger) (*collapser.Collapser, error) {
 	o := collapser.DefaultOptions()
 	o.PolicyFile = cfg.collapsePolicy
+	o.Peers = cfg.peers
 	o.Registerer = reg
 	o.Logger = logger
 	c, err := collapser.New(o)
