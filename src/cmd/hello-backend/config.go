@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/collapser/collapser/src/collapser"
 	"github.com/collapser/collapser/src/internal/command"
+	collapserconfig "github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/envflag"
 )
 
@@ -30,13 +30,11 @@ type config struct {
 	replyBytes      int
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
-	// collapse serves the Greeter through the collapser library's server
-	// interceptor, with collapsePolicy its policy file ("": none).
-	collapse       bool
-	collapsePolicy string
-	// peers makes the interceptor one replica among the release's others,
-	// sidecars or backends that collapse alike; no Target: none.
-	peers collapser.Peers
+	// collapse serves the Greeter through the collapser library's
+	// interceptors, configured by collapser: the sidecar's settings, read
+	// from its COLLAPSER_* variables.
+	collapse  bool
+	collapser collapserconfig.Settings
 }
 
 // parseConfig returns the settings given by args over the environment read
@@ -53,26 +51,8 @@ func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer)
 	fs.IntVar(&c.replyBytes, "reply-bytes", 0, "pad every greeting with '.' to at least this many `bytes`, for loads with answers of a given size; 0: no padding")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may take to finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "least severe log `level`: debug, info, warn or error")
-	fs.BoolVar(&c.collapse, "collapse", false, "collapse identical calls in this process, with the collapser library's server interceptor (no sidecar); its metrics join /metrics and its admin service the gRPC port")
-	fs.StringVar(&c.collapsePolicy, "collapse-policy-file", "", "`path` of the collapser policy file the interceptor follows (the sidecar's format), reloaded when it changes; needs --collapse")
-	c.peers = collapser.DefaultOptions().Peers
-	peerFlags := []struct {
-		value *string
-		name  string
-		usage string
-	}{
-		{&c.peers.Target, "collapse-peers", "gRPC `target` of every replica, this one included, sidecars or backends with --collapse (the sidecar's --peers): each key's handler runs on its owner; needs --collapse"},
-		{&c.peers.Replicas, "collapse-replicas", "gRPC `target` of every replica, ready or not (the sidecar's --replicas); empty: --collapse-peers"},
-		{&c.peers.Listen, "collapse-peer-listen", "`address` peers forward calls to, with --collapse-peers (the sidecar's --peer-listen)"},
-		{&c.peers.TokenFile, "collapse-peer-token-file", "`path` of the release's peer token (the sidecar's --peer-token-file), required with --collapse-peers"},
-		{&c.peers.CertFile, "collapse-peer-tls-cert-file", "`path` of this replica's certificate for mutual TLS between replicas (the sidecar's --peer-tls-cert-file)"},
-		{&c.peers.KeyFile, "collapse-peer-tls-key-file", "`path` of the key of --collapse-peer-tls-cert-file"},
-		{&c.peers.CAFile, "collapse-peer-tls-ca-file", "`path` of the CA certificates that sign the replicas' certificates"},
-	}
-	for _, f := range peerFlags {
-		fs.StringVar(f.value, f.name, *f.value, f.usage)
-	}
-	fs.BoolVar(&c.peers.Plaintext, "collapse-peer-plaintext", false, "let replicas call each other in plain text (the sidecar's --peer-plaintext)")
+	fs.BoolVar(&c.collapse, "collapse", false, "collapse identical calls in this process with the collapser library's interceptors (no sidecar), set by the sidecar's own COLLAPSER_* variables: "+
+		"its policy file, keys, bounds, admin token and peers (a replica of a release of sidecars and backends alike); its metrics are served on COLLAPSER_METRICS_LISTEN, its admin service on the gRPC port")
 
 	if err := envflag.Apply(fs, envPrefix, lookup); err != nil {
 		return config{}, err
@@ -89,13 +69,12 @@ func parseConfig(args []string, lookup envflag.Lookup, stdout, stderr io.Writer)
 	if c.replyBytes < 0 || c.replyBytes > maxReplyBytes {
 		return config{}, fmt.Errorf("--reply-bytes (%s) must be in [0, %d], got %d", envName("reply-bytes"), maxReplyBytes, c.replyBytes)
 	}
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{{"collapse-policy-file", c.collapsePolicy != ""}, {"collapse-peers", c.peers.Target != ""}} {
-		if f.set && !c.collapse {
-			return config{}, fmt.Errorf("--%s (%s) needs --collapse (%s)", f.name, envName(f.name), envName("collapse"))
+	if c.collapse {
+		settings, err := collapserconfig.Parse(nil, lookup, stderr)
+		if err != nil {
+			return config{}, fmt.Errorf("--collapse (%s): the collapser's settings: %w", envName("collapse"), err)
 		}
+		c.collapser = settings
 	}
 	if c.shutdownTimeout < 0 {
 		return config{}, fmt.Errorf("--shutdown-timeout (%s) must not be negative, got %s", envName("shutdown-timeout"), c.shutdownTimeout)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collapser/collapser/src/collapser"
+	collapserconfig "github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
@@ -22,22 +22,33 @@ func TestParseConfig_DefaultsEnvAndFlagsInThatOrder(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, nil, config{listen: ":50051", metricsListen: ":2113", latency: 50 * time.Millisecond, shutdownTimeout: 10 * time.Second,
-			logLevel: slog.LevelWarn, peers: collapser.Peers{Listen: ":50053"}}},
-		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_STREAM_INTERVAL": "5ms", "HELLO_REPLY_BYTES": "1024", "HELLO_LOG_LEVEL": "debug",
-			"HELLO_COLLAPSE": "true", "HELLO_COLLAPSE_POLICY_FILE": "/p.yaml", "HELLO_COLLAPSE_PEERS": "dns:///hello-peers:50053", "HELLO_COLLAPSE_PEER_TOKEN_FILE": "/token",
-			"HELLO_COLLAPSE_PEER_PLAINTEXT": "true"}, nil,
-			config{listen: ":1", metricsListen: ":2", latency: time.Second, streamInterval: 5 * time.Millisecond, replyBytes: 1024, shutdownTimeout: 10 * time.Second,
-				logLevel: slog.LevelDebug, collapse: true, collapsePolicy: "/p.yaml",
-				peers: collapser.Peers{Target: "dns:///hello-peers:50053", Listen: ":50053", TokenFile: "/token", Plaintext: true}}},
+		{"defaults", nil, nil, config{listen: ":50051", metricsListen: ":2113", latency: 50 * time.Millisecond, shutdownTimeout: 10 * time.Second, logLevel: slog.LevelWarn}},
+		{"env", map[string]string{"HELLO_LISTEN": ":1", "HELLO_METRICS_LISTEN": ":2", "HELLO_LATENCY": "1s", "HELLO_STREAM_INTERVAL": "5ms", "HELLO_REPLY_BYTES": "1024", "HELLO_LOG_LEVEL": "debug"}, nil,
+			config{listen: ":1", metricsListen: ":2", latency: time.Second, streamInterval: 5 * time.Millisecond, replyBytes: 1024, shutdownTimeout: 10 * time.Second, logLevel: slog.LevelDebug}},
 		{"flags win", map[string]string{"HELLO_LISTEN": ":1", "HELLO_LATENCY": "1s"}, []string{"--listen", ":3", "--latency", "0", "--shutdown-timeout", "1s"},
-			config{listen: ":3", metricsListen: ":2113", shutdownTimeout: time.Second, logLevel: slog.LevelWarn, peers: collapser.Peers{Listen: ":50053"}}},
+			config{listen: ":3", metricsListen: ":2113", shutdownTimeout: time.Second, logLevel: slog.LevelWarn}},
 	}
 	for _, tt := range tests {
 		got, err := parseConfig(tt.args, testkit.Env(tt.env), io.Discard, io.Discard)
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: parseConfig = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
+	}
+}
+
+func TestParseConfig_CollapseReadsTheSidecarsSettings(t *testing.T) {
+	env := map[string]string{"HELLO_COLLAPSE": "true", "COLLAPSER_CACHE_TTL": "2s", "COLLAPSER_POLICY_FILE": "/p.yaml",
+		"COLLAPSER_PEERS": "dns:///hello-peers:50053", "COLLAPSER_PEER_TOKEN_FILE": "/token", "COLLAPSER_PEER_PLAINTEXT": "true"}
+	got, err := parseConfig(nil, testkit.Env(env), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := collapserconfig.Parse(nil, testkit.Env(env), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.collapse || !reflect.DeepEqual(got.collapser, want) || got.collapser.Policy.CacheTTL != 2*time.Second || got.collapser.Peers != "dns:///hello-peers:50053" {
+		t.Errorf("parseConfig(--collapse) = %+v, want the sidecar's settings of the same variables", got)
 	}
 }
 
@@ -53,8 +64,8 @@ func TestParseConfig_BadValuesAreErrorsNamingTheirSource(t *testing.T) {
 		{"negative latency", nil, []string{"--latency", "-1s"}, "--latency (HELLO_LATENCY) must not be negative"},
 		{"negative reply size", nil, []string{"--reply-bytes", "-1"}, "--reply-bytes (HELLO_REPLY_BYTES) must be in [0, 4193280], got -1"},
 		{"reply over the message limit", map[string]string{"HELLO_REPLY_BYTES": "4194304"}, nil, "--reply-bytes (HELLO_REPLY_BYTES) must be in [0, 4193280], got 4194304"},
-		{"policy without the interceptor", nil, []string{"--collapse-policy-file", "/p.yaml"}, "--collapse-policy-file (HELLO_COLLAPSE_POLICY_FILE) needs --collapse (HELLO_COLLAPSE)"},
-		{"peers without the interceptor", map[string]string{"HELLO_COLLAPSE_PEERS": "a:1,b:1"}, nil, "--collapse-peers (HELLO_COLLAPSE_PEERS) needs --collapse (HELLO_COLLAPSE)"},
+		{"a bad collapser setting", map[string]string{"HELLO_COLLAPSE": "true", "COLLAPSER_CACHE_TTL": "soon"}, nil, `--collapse (HELLO_COLLAPSE): the collapser's settings: COLLAPSER_CACHE_TTL="soon"`},
+		{"peers without a token", map[string]string{"HELLO_COLLAPSE": "true", "COLLAPSER_PEERS": "a:1,b:1", "COLLAPSER_PEER_PLAINTEXT": "true"}, nil, "--peer-token-file (COLLAPSER_PEER_TOKEN_FILE)"},
 		{"stray argument", nil, []string{"extra"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "flag provided but not defined"},
 	}

@@ -32,14 +32,61 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	grpcLis, err := net.Listen("tcp", cfg.listen)
+	lis, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen for gRPC on %s: %w", cfg.listen, err)
+		return err
 	}
-	metricsLis, err := net.Listen("tcp", cfg.metricsListen)
-	if err != nil {
-		return errors.Join(fmt.Errorf("listen for metrics on %s: %w", cfg.metricsListen, err), grpcLis.Close())
+	fmt.Fprintf(stderr, "hello-backend: serving gRPC on %s, metrics on %s, latency %s\n", lis.grpc.Addr(), lis.metrics.Addr(), cfg.latency)
+	if lis.collapser != nil {
+		peers := "none"
+		if lis.peer != nil {
+			peers = lis.peer.Addr().String()
+		}
+		fmt.Fprintf(stderr, "hello-backend: collapsing, its metrics on %s, peers on %s\n", lis.collapser.Addr(), peers)
 	}
-	fmt.Fprintf(stderr, "hello-backend: serving gRPC on %s, metrics on %s, latency %s\n", grpcLis.Addr(), metricsLis.Addr(), cfg.latency)
-	return serve(ctx, cfg, grpcLis, metricsLis, logger)
+	return serve(ctx, cfg, lis, logger)
+}
+
+// listeners are where the backend serves: gRPC, its metrics, and with
+// --collapse the collapser's metrics and, with peers, the peer port.
+type listeners struct {
+	grpc, metrics net.Listener
+	collapser     net.Listener // nil: not collapsing
+	peer          net.Listener // nil: no peers
+}
+
+// listen opens the listeners cfg names.
+func listen(cfg config) (*listeners, error) {
+	lis := &listeners{}
+	for _, l := range []struct {
+		to   *net.Listener
+		what string
+		addr string
+		on   bool
+	}{
+		{&lis.grpc, "gRPC", cfg.listen, true},
+		{&lis.metrics, "metrics", cfg.metricsListen, true},
+		{&lis.collapser, "the collapser's metrics", cfg.collapser.MetricsListen, cfg.collapse},
+		{&lis.peer, "peers", cfg.collapser.PeerListen, cfg.collapse && cfg.collapser.Peers != ""},
+	} {
+		if !l.on {
+			continue
+		}
+		var err error
+		if *l.to, err = net.Listen("tcp", l.addr); err != nil {
+			return nil, errors.Join(fmt.Errorf("listen for %s on %s: %w", l.what, l.addr, err), lis.close())
+		}
+	}
+	return lis, nil
+}
+
+// close closes the listeners open.
+func (l *listeners) close() error {
+	var err error
+	for _, lis := range []net.Listener{l.grpc, l.metrics, l.collapser, l.peer} {
+		if lis != nil {
+			err = errors.Join(err, lis.Close())
+		}
+	}
+	return err
 }

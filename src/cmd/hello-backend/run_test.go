@@ -79,6 +79,7 @@ var servingLine = regexp.MustCompile(`serving gRPC on (\S+), metrics on (\S+),`)
 // running is a run of the backend on loopback, with a client of it.
 type running struct {
 	addrs   []string // the serving line's submatches: gRPC and metrics addresses
+	stderr  *notifyingBuffer
 	conn    *grpc.ClientConn
 	callCtx context.Context
 	cancel  context.CancelFunc
@@ -104,7 +105,7 @@ func startRun(t *testing.T, args ...string) *running {
 	t.Cleanup(func() { _ = conn.Close() })
 	callCtx, callCancel := context.WithTimeout(ctx, testkit.DefaultTimeout)
 	t.Cleanup(callCancel)
-	return &running{addrs: addrs, conn: conn, callCtx: callCtx, cancel: cancel, done: done}
+	return &running{addrs: addrs, stderr: stderr, conn: conn, callCtx: callCtx, cancel: cancel, done: done}
 }
 
 // stop cancels the run, and checks that it returns without an error.
@@ -149,39 +150,73 @@ func TestRun_ServesGreeterHealthReflectionMetricsAndHTTPHealthUntilCancelled(t *
 	r.stop(t)
 }
 
-func TestRun_CollapseServesIdenticalCallsWithOneHandlerRun(t *testing.T) {
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policy, []byte("default:\n  cacheTTL: 1h\n"), 0o600); err != nil {
-		t.Fatal(err)
+// collapsingLine is the line a collapsing backend starts with, with the
+// collapser's metrics address.
+var collapsingLine = regexp.MustCompile(`collapsing, its metrics on (\S+), peers on (\S+)`)
+
+// startCollapsing runs the backend with --collapse and the sidecar's
+// settings env, each on loopback, and returns the run and its collapser's
+// metrics URL.
+func startCollapsing(t *testing.T, env map[string]string) (*running, string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
 	}
-	r := startRun(t, "--latency", "0", "--collapse", "--collapse-policy-file", policy)
-	conn, callCtx, addrs := r.conn, r.callCtx, r.addrs
-	for range 5 {
-		if reply, err := hellov1.NewGreeterClient(conn).SayHello(callCtx, &hellov1.HelloRequest{Name: "run"}); err != nil || reply.GetCall() != 1 {
-			t.Fatalf("SayHello = %v, %v; want call 1, every time", reply, err)
-		}
-	}
-	// The backend's own count is the truth: one run; the interceptor's
-	// metrics are served beside it.
-	body := get(t, callCtx, "http://"+addrs[2]+"/metrics")
-	for _, want := range []string{`hello_requests_total{method="/hello.v1.Greeter/SayHello"} 1`,
-		`collapser_requests_total{code="OK",method="/hello.v1.Greeter/SayHello",outcome="cache_hit"} 4`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-	r.stop(t)
+	t.Setenv("COLLAPSER_METRICS_LISTEN", "127.0.0.1:0")
+	r := startRun(t, "--latency", "0", "--collapse")
+	return r, "http://" + r.stderr.await(t, collapsingLine)[1] + "/metrics"
 }
 
-func TestRun_PeeredBackendsRunEachKeysHandlerOnce(t *testing.T) {
+// collapserFiles writes a policy file that keeps answers an hour, and a
+// release's peer token, and returns their paths.
+func collapserFiles(t *testing.T) (policy, token string) {
+	t.Helper()
 	dir := t.TempDir()
-	policy, token := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "token")
+	policy, token = filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "token")
 	if err := os.WriteFile(policy, []byte("default:\n  cacheTTL: 1h\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(token, []byte(strings.Repeat("release-token-", 4)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return policy, token
+}
+
+// metric returns the value of series in the metrics at url (0 when absent).
+func metric(t *testing.T, ctx context.Context, url, series string) int {
+	t.Helper()
+	m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(get(t, ctx, url))
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// sayHelloCount is the backend's own count of SayHello calls.
+const sayHelloCount = `hello_requests_total{method="/hello.v1.Greeter/SayHello"}`
+
+func TestRun_CollapseServesIdenticalCallsWithOneHandlerRun(t *testing.T) {
+	policy, _ := collapserFiles(t)
+	r, collapserMetrics := startCollapsing(t, map[string]string{"COLLAPSER_POLICY_FILE": policy})
+	for range 5 {
+		if reply, err := hellov1.NewGreeterClient(r.conn).SayHello(r.callCtx, &hellov1.HelloRequest{Name: "run"}); err != nil || reply.GetCall() != 1 {
+			t.Fatalf("SayHello = %v, %v; want call 1, every time", reply, err)
+		}
+	}
+	// The backend's own count is the truth: one run. The collapser's
+	// metrics are served on a port of their own, as a sidecar's are.
+	if n := metric(t, r.callCtx, "http://"+r.addrs[2]+"/metrics", sayHelloCount); n != 1 {
+		t.Errorf("the backend counted %d SayHello calls, want 1", n)
+	}
+	if n := metric(t, r.callCtx, collapserMetrics, `collapser_requests_total{code="OK",method="/hello.v1.Greeter/SayHello",outcome="cache_hit"}`); n != 4 {
+		t.Errorf("the collapser counted %d hits, want 4", n)
+	}
+	r.stop(t)
+}
+
+func TestRun_PeeredBackendsRunEachKeysHandlerOnce(t *testing.T) {
+	policy, token := collapserFiles(t)
 	// Two free ports for the peer listeners, named to both before either runs.
 	peerAddrs := make([]string, 2)
 	for i := range peerAddrs {
@@ -190,21 +225,13 @@ func TestRun_PeeredBackendsRunEachKeysHandlerOnce(t *testing.T) {
 		lis.Close()
 	}
 	runs := make([]*running, len(peerAddrs))
+	collapserMetrics := make([]string, len(peerAddrs))
 	for i, addr := range peerAddrs {
-		runs[i] = startRun(t, "--latency", "0", "--collapse", "--collapse-policy-file", policy,
-			"--collapse-peers", strings.Join(peerAddrs, ","), "--collapse-peer-listen", addr,
-			"--collapse-peer-token-file", token, "--collapse-peer-plaintext")
+		runs[i], collapserMetrics[i] = startCollapsing(t, map[string]string{"COLLAPSER_POLICY_FILE": policy,
+			"COLLAPSER_PEERS": strings.Join(peerAddrs, ","), "COLLAPSER_PEER_LISTEN": addr, "COLLAPSER_PEER_TOKEN_FILE": token, "COLLAPSER_PEER_PLAINTEXT": "true"})
 	}
-	metric := func(r *running, series string) int {
-		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(get(t, r.callCtx, "http://"+r.addrs[2]+"/metrics"))
-		if m == nil {
-			return 0
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
-	for _, r := range runs {
-		testkit.WaitFor(t, "a lease from the other backend", func() bool { return metric(r, "collapser_peer_coherent") == 1 })
+	for i, r := range runs {
+		testkit.WaitFor(t, "a lease from the other backend", func() bool { return metric(t, r.callCtx, collapserMetrics[i], "collapser_peer_coherent") == 1 })
 	}
 	// Callers address the backends by one name, as a Service's do: the
 	// authority is part of the key.
@@ -228,7 +255,7 @@ func TestRun_PeeredBackendsRunEachKeysHandlerOnce(t *testing.T) {
 	// The backends' own counts are the truth: one run per key, on its owner.
 	handled := 0
 	for _, r := range runs {
-		handled += metric(r, `hello_requests_total{method="/hello.v1.Greeter/SayHello"}`)
+		handled += metric(t, r.callCtx, "http://"+r.addrs[2]+"/metrics", sayHelloCount)
 	}
 	if handled != keys {
 		t.Errorf("%d keys called through both backends ran the handler %d times, want %d", keys, handled, keys)

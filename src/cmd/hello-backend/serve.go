@@ -19,14 +19,16 @@ import (
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/collapser"
+	collapserconfig "github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/hello"
 	"github.com/collapser/collapser/src/internal/metrics"
 )
 
-// serve serves gRPC on grpcLis and /metrics and /healthz on metricsLis until ctx ends or
-// either server fails, then stops both, giving calls in flight up to
-// cfg.shutdownTimeout to finish.
-func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, logger *slog.Logger) error {
+// serve serves gRPC on lis.grpc and /metrics and /healthz on lis.metrics,
+// and with --collapse the collapser's metrics and peer port on theirs,
+// until ctx ends or a server fails, then stops them, giving calls in flight
+// up to cfg.shutdownTimeout to finish.
+func serve(ctx context.Context, cfg config, lis *listeners, logger *slog.Logger) error {
 	reg := metrics.NewRegistry()
 	servedBy, err := os.Hostname()
 	if err != nil {
@@ -34,13 +36,14 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 	}
 	backend, err := hello.New(hello.Options{Latency: cfg.latency, StreamInterval: cfg.streamInterval, ReplyBytes: cfg.replyBytes, ServedBy: servedBy, Registerer: reg})
 	if err != nil {
-		return errors.Join(err, grpcLis.Close(), metricsLis.Close())
+		return errors.Join(err, lis.close())
 	}
 	var opts []grpc.ServerOption
 	var interceptor *collapser.Collapser // nil: no interceptor
+	collapserReg := metrics.NewRegistry()
 	if cfg.collapse {
-		if interceptor, err = newCollapser(cfg, reg, logger); err != nil {
-			return errors.Join(err, grpcLis.Close(), metricsLis.Close())
+		if interceptor, err = newCollapser(cfg.collapser, collapserReg, logger); err != nil {
+			return errors.Join(err, lis.close())
 		}
 		opts = append(opts, grpc.ChainUnaryInterceptor(interceptor.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(interceptor.StreamServerInterceptor()))
@@ -60,16 +63,21 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	reflection.Register(gs)
 
-	healthConn, healthClient, err := dialHealth(grpcLis.Addr())
+	healthConn, healthClient, err := dialHealth(lis.grpc.Addr())
 	if err != nil {
-		return errors.Join(err, grpcLis.Close(), metricsLis.Close())
+		return errors.Join(err, closeCollapser(interceptor), lis.close())
 	}
 	defer healthConn.Close()
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(reg))
 	mux.Handle(healthPath, healthHandler(healthClient))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	servers := []httpServer{{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, lis.metrics}}
+	if interceptor != nil {
+		cmux := http.NewServeMux()
+		cmux.Handle("/metrics", metrics.Handler(collapserReg))
+		servers = append(servers, httpServer{&http.Server{Handler: cmux, ReadHeaderTimeout: 10 * time.Second}, lis.collapser})
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	if interceptor != nil {
@@ -78,49 +86,64 @@ func serve(ctx context.Context, cfg config, grpcLis, metricsLis net.Listener, lo
 			return nil
 		})
 	}
-	if cfg.peers.Target != "" {
-		peerLis, err := net.Listen("tcp", cfg.peers.Listen)
-		if err != nil {
-			return errors.Join(fmt.Errorf("listen for peers on %s: %w", cfg.peers.Listen, err), interceptor.Close(), grpcLis.Close(), metricsLis.Close())
-		}
+	if lis.peer != nil {
 		g.Go(func() error {
-			if err := interceptor.ServePeers(peerLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			if err := interceptor.ServePeers(lis.peer); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				return fmt.Errorf("serve peers: %w", err)
 			}
 			return nil
 		})
-		g.Go(func() error {
-			<-gctx.Done()
-			return interceptor.Close()
-		})
 	}
 	g.Go(func() error {
-		if err := gs.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := gs.Serve(lis.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serve gRPC: %w", err)
 		}
 		return nil
 	})
-	g.Go(func() error {
-		if err := hs.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve metrics: %w", err)
-		}
-		return nil
-	})
+	for _, hs := range servers {
+		g.Go(func() error {
+			if err := hs.srv.Serve(hs.lis); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve metrics on %s: %w", hs.lis.Addr(), err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
 		healthSrv.Shutdown()
-		return shutdown(gs, hs, cfg.shutdownTimeout)
+		err := shutdown(gs, servers, cfg.shutdownTimeout)
+		// Once no call runs: the peer port, and the connections to the peers.
+		return errors.Join(err, closeCollapser(interceptor))
 	})
 	return g.Wait()
 }
 
-// newCollapser returns the collapser of cfg's policy file, with its
-// metrics on reg.
-func newCollapser(cfg config, reg prometheus.Registerer, logger *slog.Logger) (*collapser.Collapser, error) {
+// httpServer is an HTTP server and its listener.
+type httpServer struct {
+	srv *http.Server
+	lis net.Listener
+}
+
+// closeCollapser closes c, when there is one.
+func closeCollapser(c *collapser.Collapser) error {
+	if c == nil {
+		return nil
+	}
+	return c.Close()
+}
+
+// newCollapser returns the collapser the sidecar's settings s describe,
+// with its metrics on reg. Of s, what the library does is read: the policy
+// (file and defaults), the keys, the engine's bounds, the admin token and
+// the peers; the sidecar's own listeners, TLS and server limits are not.
+func newCollapser(s collapserconfig.Settings, reg prometheus.Registerer, logger *slog.Logger) (*collapser.Collapser, error) {
 	o := collapser.DefaultOptions()
-	o.PolicyFile = cfg.collapsePolicy
-	o.Peers = cfg.peers
+	o.PolicyFile, o.Policy, o.Keys, o.Engine, o.AdminTokenFile = s.PolicyFile, s.Policy, s.Key, s.Proxy, s.AdminTokenFile
+	o.Peers = collapser.Peers{
+		Target: s.Peers, Replicas: s.Replicas, Listen: s.PeerListen, TokenFile: s.PeerTokenFile,
+		CertFile: s.PeerTLSCertFile, KeyFile: s.PeerTLSKeyFile, CAFile: s.PeerTLSCAFile, Plaintext: s.PeerPlaintext,
+	}
 	o.Registerer = reg
 	o.Logger = logger
 	c, err := collapser.New(o)
@@ -130,8 +153,9 @@ func newCollapser(cfg config, reg prometheus.Registerer, logger *slog.Logger) (*
 	return c, nil
 }
 
-// shutdown stops gs and hs gracefully, forcing both after timeout.
-func shutdown(gs *grpc.Server, hs *http.Server, timeout time.Duration) error {
+// shutdown stops gs and the HTTP servers gracefully, forcing all after
+// timeout.
+func shutdown(gs *grpc.Server, servers []httpServer, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	stopped := make(chan struct{})
@@ -139,15 +163,17 @@ func shutdown(gs *grpc.Server, hs *http.Server, timeout time.Duration) error {
 		gs.GracefulStop()
 		close(stopped)
 	}()
-	httpErr := hs.Shutdown(ctx)
+	var err error
+	for _, hs := range servers {
+		if hErr := hs.srv.Shutdown(ctx); hErr != nil {
+			err = errors.Join(err, fmt.Errorf("shut down metrics server on %s: %w", hs.lis.Addr(), hErr), hs.srv.Close())
+		}
+	}
 	select {
 	case <-stopped:
 	case <-ctx.Done():
 		gs.Stop() // ends GracefulStop too
 		<-stopped
 	}
-	if httpErr != nil {
-		return errors.Join(fmt.Errorf("shut down metrics server: %w", httpErr), hs.Close())
-	}
-	return nil
+	return err
 }
