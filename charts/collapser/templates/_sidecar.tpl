@@ -24,64 +24,7 @@ ports:
     protocol: TCP
   {{- end }}
 env:
-  - name: COLLAPSER_LISTEN
-    value: {{ printf ":%d" (int $ports.grpc) | quote }}
-  - name: COLLAPSER_METRICS_LISTEN
-    value: {{ printf ":%d" (int $ports.metrics) | quote }}
-  {{- range $key, $value := .Values.collapser.config }}
-  - name: {{ printf "COLLAPSER_%s" (snakecase $key | upper) }}
-    {{- if eq $key "backend" }}
-    value: {{ include "collapser.backendAddress" $ | quote }}
-    {{- else if kindIs "slice" $value }}
-    value: {{ join "," $value | quote }}
-    {{- else if kindIs "float64" $value }}
-    value: {{ $value | int64 | quote }}
-    {{- else }}
-    value: {{ $value | toString | quote }}
-    {{- end }}
-  {{- end }}
-  {{- if eq (include "collapser.peersEnabled" .) "true" }}
-  - name: COLLAPSER_PEERS
-    value: {{ include "collapser.peerTarget" (dict "service" (include "collapser.podsService" .) "context" .) | quote }}
-  - name: COLLAPSER_REPLICAS
-    value: {{ include "collapser.peerTarget" (dict "service" (include "collapser.replicasService" .) "context" .) | quote }}
-  - name: COLLAPSER_PEER_LISTEN
-    value: {{ printf ":%d" (int .Values.peers.port) | quote }}
-  - name: COLLAPSER_PEER_TOKEN_FILE
-    value: {{ printf "%s/token" (include "collapser.peerTokenDir" .) | quote }}
-  {{- end }}
-  {{- if eq (include "collapser.peerTLS" .) "true" }}
-  {{- $dir := include "collapser.peerTLSDir" . }}
-  - name: COLLAPSER_PEER_TLS_CERT_FILE
-    value: {{ printf "%s/tls.crt" $dir | quote }}
-  - name: COLLAPSER_PEER_TLS_KEY_FILE
-    value: {{ printf "%s/tls.key" $dir | quote }}
-  - name: COLLAPSER_PEER_TLS_CA_FILE
-    value: {{ printf "%s/ca.crt" $dir | quote }}
-  {{- else if eq (include "collapser.peersEnabled" .) "true" }}
-  {{- /* peers.tls.enabled=false: the sidecar refuses peers in plain text unless told. */}}
-  - name: COLLAPSER_PEER_PLAINTEXT
-    value: "true"
-  {{- end }}
-  {{- if .Values.collapser.policy }}
-  - name: COLLAPSER_POLICY_FILE
-    value: {{ printf "%s/policy.yaml" (include "collapser.policyDir" .) | quote }}
-  {{- end }}
-  - name: COLLAPSER_MEMORY_LIMIT
-    valueFrom:
-      resourceFieldRef:
-        containerName: collapser
-        resource: limits.memory
-  {{- with .Values.collapser.gogc }}
-  - name: GOGC
-    value: {{ . | quote }}
-  {{- end }}
-  {{- with include "collapser.tracingEnv" .Values.tracing | trim }}
-  {{- . | nindent 2 }}
-  {{- end }}
-  {{- with .Values.collapser.extraEnv }}
-  {{- toYaml . | nindent 2 }}
-  {{- end }}
+  {{- include "collapser.sidecarEnv" (dict "context" . "container" "collapser") | nindent 2 }}
 livenessProbe:
   {{- include "collapser.grpcProbe" (dict "probe" .Values.collapser.livenessProbe "port" $ports.grpc "metricsPort" $ports.metrics "tls" .Values.collapser.config.tlsCertFile) | nindent 2 }}
 readinessProbe:
@@ -91,27 +34,9 @@ resources:
   {{- toYaml .Values.collapser.resources | nindent 2 }}
 securityContext:
   {{- toYaml .Values.securityContext | nindent 2 }}
-{{- $peers := eq (include "collapser.peersEnabled" .) "true" }}
-{{- if or .Values.collapser.policy .Values.collapser.extraVolumeMounts $peers }}
+{{- with include "collapser.sidecarVolumeMounts" . | trim }}
 volumeMounts:
-  {{- if .Values.collapser.policy }}
-  - name: policy
-    mountPath: {{ include "collapser.policyDir" . }}
-    readOnly: true
-  {{- end }}
-  {{- if $peers }}
-  - name: peer-token
-    mountPath: {{ include "collapser.peerTokenDir" . }}
-    readOnly: true
-  {{- end }}
-  {{- if eq (include "collapser.peerTLS" .) "true" }}
-  - name: peer-tls
-    mountPath: {{ include "collapser.peerTLSDir" . }}
-    readOnly: true
-  {{- end }}
-  {{- with .Values.collapser.extraVolumeMounts }}
-  {{- toYaml . | nindent 2 }}
-  {{- end }}
+  {{- . | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -177,4 +102,100 @@ POD_NAME and POD_NAMESPACE), then the given attributes, key=value, comma-separat
 {{- define "collapser.resourceAttributes" -}}
 k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE)
 {{- range $key, $value := . }},{{ $key }}={{ $value }}{{ end }}
+{{- end }}
+
+{{/*
+The sidecar's settings as the variables of a container: the collapser container, or
+the hello backend's when it collapses with the library (backend.collapse), which reads
+the same COLLAPSER_* variables. Its argument: dict "context" (the root context) and
+"container" (the container's name, whose memory limit COLLAPSER_MEMORY_LIMIT is).
+*/}}
+{{- define "collapser.sidecarEnv" -}}
+{{- $ctx := .context -}}
+{{- $ports := $ctx.Values.collapser.ports -}}
+- name: COLLAPSER_LISTEN
+  value: {{ printf ":%d" (int $ports.grpc) | quote }}
+- name: COLLAPSER_METRICS_LISTEN
+  value: {{ printf ":%d" (int $ports.metrics) | quote }}
+{{- range $key, $value := $ctx.Values.collapser.config }}
+- name: {{ printf "COLLAPSER_%s" (snakecase $key | upper) }}
+  {{- if eq $key "backend" }}
+  value: {{ include "collapser.backendAddress" $ctx | quote }}
+  {{- else if kindIs "slice" $value }}
+  value: {{ join "," $value | quote }}
+  {{- else if kindIs "float64" $value }}
+  value: {{ $value | int64 | quote }}
+  {{- else }}
+  value: {{ $value | toString | quote }}
+  {{- end }}
+{{- end }}
+{{- if eq (include "collapser.peersEnabled" $ctx) "true" }}
+- name: COLLAPSER_PEERS
+  value: {{ include "collapser.peerTarget" (dict "service" (include "collapser.podsService" $ctx) "context" $ctx) | quote }}
+- name: COLLAPSER_REPLICAS
+  value: {{ include "collapser.peerTarget" (dict "service" (include "collapser.replicasService" $ctx) "context" $ctx) | quote }}
+- name: COLLAPSER_PEER_LISTEN
+  value: {{ printf ":%d" (int $ctx.Values.peers.port) | quote }}
+- name: COLLAPSER_PEER_TOKEN_FILE
+  value: {{ printf "%s/token" (include "collapser.peerTokenDir" $ctx) | quote }}
+{{- end }}
+{{- if eq (include "collapser.peerTLS" $ctx) "true" }}
+{{- $dir := include "collapser.peerTLSDir" $ctx }}
+- name: COLLAPSER_PEER_TLS_CERT_FILE
+  value: {{ printf "%s/tls.crt" $dir | quote }}
+- name: COLLAPSER_PEER_TLS_KEY_FILE
+  value: {{ printf "%s/tls.key" $dir | quote }}
+- name: COLLAPSER_PEER_TLS_CA_FILE
+  value: {{ printf "%s/ca.crt" $dir | quote }}
+{{- else if eq (include "collapser.peersEnabled" $ctx) "true" }}
+{{- /* peers.tls.enabled=false: the sidecar refuses peers in plain text unless told. */}}
+- name: COLLAPSER_PEER_PLAINTEXT
+  value: "true"
+{{- end }}
+{{- if $ctx.Values.collapser.policy }}
+- name: COLLAPSER_POLICY_FILE
+  value: {{ printf "%s/policy.yaml" (include "collapser.policyDir" $ctx) | quote }}
+{{- end }}
+- name: COLLAPSER_MEMORY_LIMIT
+  valueFrom:
+    resourceFieldRef:
+      containerName: {{ .container }}
+      resource: limits.memory
+{{- with $ctx.Values.collapser.gogc }}
+- name: GOGC
+  value: {{ . | quote }}
+{{- end }}
+{{- with include "collapser.tracingEnv" $ctx.Values.tracing | trim }}
+{{ . }}
+{{- end }}
+{{- with $ctx.Values.collapser.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The mounts of the files the sidecar's settings name (the policy, the peer token and
+certificate) and collapser.extraVolumeMounts, as a list; empty when none. Its argument
+is the root context.
+*/}}
+{{- define "collapser.sidecarVolumeMounts" -}}
+{{- $peers := eq (include "collapser.peersEnabled" .) "true" }}
+{{- if .Values.collapser.policy }}
+- name: policy
+  mountPath: {{ include "collapser.policyDir" . }}
+  readOnly: true
+{{- end }}
+{{- if $peers }}
+- name: peer-token
+  mountPath: {{ include "collapser.peerTokenDir" . }}
+  readOnly: true
+{{- end }}
+{{- if eq (include "collapser.peerTLS" .) "true" }}
+- name: peer-tls
+  mountPath: {{ include "collapser.peerTLSDir" . }}
+  readOnly: true
+{{- end }}
+{{- with .Values.collapser.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
