@@ -61,7 +61,9 @@ type demoReport struct {
 // backend stream; that once a method is kept (not forwarded), the second
 // burst of one of its keys makes one backend call; three backend calls and
 // streams with peers off; that deleting a pod during a burst loses no
-// caller; and that every pod sees a fourth pod, which then owns keys.
+// caller; that every pod sees a fourth pod, which then owns keys; and that
+// a rolling switch to the library keeps one backend call per key
+// (checkRollingSwitch).
 func checkReplicas(t *testing.T, s settings) {
 	kubectl := restrictedNamespace(t, s, "collapser-replicas-"+strings.ToLower(random.UniqueId()))
 	// The pods are ready only while the test's gate keeper says so: it
@@ -229,6 +231,11 @@ func checkReplicas(t *testing.T, s settings) {
 			return "", nil
 		})
 		t.Logf("pod %s ready: it owned keys %v later", added, time.Since(ready).Round(time.Second))
+	})
+
+	// Last: it leaves the release's pods running the library.
+	t.Run("a rolling switch from the sidecar to the library keeps one backend call per key", func(t *testing.T) {
+		checkRollingSwitch(t, kubectl, opts, bursts)
 	})
 }
 
