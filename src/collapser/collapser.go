@@ -44,6 +44,7 @@ import (
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 	"github.com/collapser/collapser/src/internal/secretfile"
+	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // The parts of Options, as the sidecar's settings name them (its README
@@ -166,7 +167,8 @@ func (c *Collapser) assemble(o Options, backend grpc.ClientConnInterface, ring p
 	c.proxy, c.policy = e.Proxy, e.Policy
 	var replicas *admin.Replicas
 	if c.fleet != nil {
-		if c.peer, err = c.fleet.Join(e.Proxy, fleet.JoinOptions{ServerOptions: config.Default().Server.ServerOptions()}); err != nil {
+		peerServer := append(config.Default().Server.ServerOptions(), tracing.HandlersOf(o.TracerProvider).ServerOptions()...)
+		if c.peer, err = c.fleet.Join(e.Proxy, fleet.JoinOptions{ServerOptions: peerServer}); err != nil {
 			return fmt.Errorf("collapser: Peers: %w", err)
 		}
 		replicas = c.fleet.Replicas()

@@ -15,6 +15,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -47,6 +52,13 @@ type fleetReplica struct {
 // token, and waits until each holds a lease from every other.
 func startFleet(t *testing.T, policyYAML string, newGreeter func() *testkit.Greeter, kinds ...string) []*fleetReplica {
 	t.Helper()
+	return startFleetWith(t, policyYAML, newGreeter, nil, kinds)
+}
+
+// startFleetWith is startFleet with the library replicas' options changed
+// by edit (when not nil), and their servers' options opts.
+func startFleetWith(t *testing.T, policyYAML string, newGreeter func() *testkit.Greeter, edit func(*Options), kinds []string, opts ...grpc.ServerOption) []*fleetReplica {
+	t.Helper()
 	peerLis := make([]net.Listener, len(kinds))
 	addrs := make([]string, len(kinds))
 	for i := range kinds {
@@ -65,7 +77,7 @@ func startFleet(t *testing.T, policyYAML string, newGreeter func() *testkit.Gree
 		case "sidecar":
 			addr, r.coherent = startFleetSidecar(t, r.greeter, policyYAML, peers, peerLis[i])
 		case "library":
-			addr, r.coherent = startFleetLibrary(t, r.greeter, policyYAML, peers, peerLis[i])
+			addr, r.coherent = startFleetLibrary(t, r.greeter, policyYAML, peers, peerLis[i], edit, opts...)
 		default:
 			t.Fatalf("no replica kind %q", kind)
 		}
@@ -92,13 +104,19 @@ func greeter() *testkit.Greeter {
 	}}
 }
 
-// startFleetLibrary serves g with a Collapser of peers, its peer port on
+// startFleetLibrary serves g with a Collapser of peers (its options
+// changed by edit, when not nil) on a server with opts, its peer port on
 // lis, until the test ends; it returns the server's address and whether
 // the Collapser is coherent.
-func startFleetLibrary(t *testing.T, g *testkit.Greeter, policyYAML string, peers Peers, lis net.Listener) (string, func() bool) {
+func startFleetLibrary(t *testing.T, g *testkit.Greeter, policyYAML string, peers Peers, lis net.Listener, edit func(*Options), opts ...grpc.ServerOption) (string, func() bool) {
 	t.Helper()
-	c, reg := newCollapser(t, policyYAML, func(o *Options) { o.Peers = peers })
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(c.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(c.StreamServerInterceptor()))
+	c, reg := newCollapser(t, policyYAML, func(o *Options) {
+		o.Peers = peers
+		if edit != nil {
+			edit(o)
+		}
+	})
+	srv := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(c.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(c.StreamServerInterceptor()))...)
 	hellov1.RegisterGreeterServer(c.Registrar(srv), g.Service())
 	c.RegisterAdmin(srv)
 	appLis := testkit.Listen(t, "127.0.0.1:0")
@@ -294,6 +312,68 @@ func TestFleet_StreamsAreReplayedByTheirOwners(t *testing.T) {
 	}
 	if runs != keys {
 		t.Errorf("%d streams of %d keys read through every replica ran %d times (%v), want %d: once per key, by its owner", keys*len(rs), keys, runs, by, keys)
+	}
+}
+
+// TestFleet_AForwardedCallRunsInItsCallersTrace: the calls between
+// library replicas carry the trace context, so the handler a peer's call
+// runs on its key's owner runs in the trace of the caller who made it.
+func TestFleet_AForwardedCallRunsInItsCallersTrace(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	w3c := otelgrpc.WithPropagators(propagation.TraceContext{})
+	var mu sync.Mutex
+	handlerTraces := map[string]trace.TraceID{} // name → the trace its handler ran in
+	traced := func() *testkit.Greeter {
+		return &testkit.Greeter{SayHello: func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			handlerTraces[req.GetName()] = trace.SpanContextFromContext(ctx).TraceID()
+			return &hellov1.HelloReply{Message: "Hello, " + req.GetName()}, nil
+		}}
+	}
+	rs := startFleetWith(t, fleetPolicy, traced, func(o *Options) { o.TracerProvider = tp }, []string{"library", "library"},
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), w3c)))
+	client := hellov1.NewGreeterClient(dial(t, rs[0].conn.Target(), grpc.WithAuthority("hello.example"),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), w3c))))
+	// Keys called through the first replica until one is owned by the second.
+	var forwarded trace.TraceID
+	for k := 0; rs[1].greeter.Calls.SayHello.Load() == 0; k++ {
+		if k == 64 {
+			t.Fatal("64 keys called through one replica, none owned by the other")
+		}
+		name := fmt.Sprint("key-", k)
+		ctx, span := tp.Tracer("test").Start(testkit.Context(t), "caller")
+		_, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: name})
+		span.End()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		ran, ok := handlerTraces[name]
+		mu.Unlock()
+		if want := span.SpanContext().TraceID(); !ok || ran != want {
+			t.Errorf("%s: the handler ran in trace %v, want its caller's %v", name, ran, want)
+		}
+		forwarded = span.SpanContext().TraceID()
+	}
+	// The owner's server span is the child of the forwarder's call to it,
+	// not of the caller's call, whose trace context the caller's headers
+	// carry too.
+	kinds := map[trace.SpanID]trace.SpanKind{}
+	var servers []sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.SpanContext().TraceID() == forwarded {
+			kinds[s.SpanContext().SpanID()] = s.SpanKind()
+			if s.SpanKind() == trace.SpanKindServer {
+				servers = append(servers, s)
+			}
+		}
+	}
+	if len(servers) != 2 || servers[0].Parent().SpanID() == servers[1].Parent().SpanID() ||
+		kinds[servers[0].Parent().SpanID()] != trace.SpanKindClient || kinds[servers[1].Parent().SpanID()] != trace.SpanKindClient {
+		t.Errorf("the forwarded call's trace has %d server spans; want 2, each the child of a client span of its own (the caller's, the forwarder's)", len(servers))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/fleet"
 	"github.com/collapser/collapser/src/internal/proxy"
+	"github.com/collapser/collapser/src/internal/tracing"
 )
 
 // Peers makes a Collapser one replica of a release among others: every
@@ -124,7 +125,8 @@ func (c *Collapser) joinPeers(o Options) (proxy.Peers, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	f, err := fleet.Dial(o.Peers.settings(), logger)
+	// The calls between replicas carry the trace context, as the sidecar's do.
+	f, err := fleet.Dial(o.Peers.settings(), logger, tracing.HandlersOf(o.TracerProvider).DialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("collapser: Peers: %w", err)
 	}

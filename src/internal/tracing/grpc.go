@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -18,7 +20,7 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.StatsHandler(bounded{otelgrpc.NewServerHandler(t.handlerOptions()...), t.spanName})}
+	return t.handlers().ServerOptions()
 }
 
 // DialOptions returns the options that give every call made on a
@@ -28,16 +30,59 @@ func (t *Tracing) DialOptions() []grpc.DialOption {
 	if t == nil {
 		return nil
 	}
-	return []grpc.DialOption{grpc.WithStatsHandler(bounded{otelgrpc.NewClientHandler(t.handlerOptions()...), t.spanName})}
+	return t.handlers().DialOptions()
 }
 
-// handlerOptions are the options of otelgrpc's handlers: this Tracing's
-// provider and propagators, no metrics (the sidecar's own are Prometheus'),
-// and only the calls worth a span.
-func (t *Tracing) handlerOptions() []otelgrpc.Option {
+// handlers are t's gRPC handlers.
+func (t *Tracing) handlers() Handlers {
+	return Handlers{provider: t.provider, propagator: t.propagator, spanName: t.spanName}
+}
+
+// Handlers trace gRPC calls as the sidecar's Tracing does, with a tracer
+// provider of another's: the library's, whose application owns it. The
+// zero Handlers trace nothing.
+type Handlers struct {
+	provider   trace.TracerProvider
+	propagator propagation.TextMapPropagator
+	spanName   func(string) string
+}
+
+// HandlersOf returns the Handlers that start spans with provider (nil:
+// none) and carry the W3C trace context and baggage, as the sidecar's do.
+func HandlersOf(provider trace.TracerProvider) Handlers {
+	if provider == nil {
+		return Handlers{}
+	}
+	return Handlers{provider: provider, propagator: newPropagator(), spanName: func(m string) string { return m }}
+}
+
+// ServerOptions returns the options that give every call a grpc.Server
+// serves a server span, the child of the caller's trace context if it sent
+// one; nil for the zero Handlers.
+func (h Handlers) ServerOptions() []grpc.ServerOption {
+	if h.provider == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.StatsHandler(bounded{otelgrpc.NewServerHandler(h.handlerOptions()...), h.spanName})}
+}
+
+// DialOptions returns the options that give every call made on a
+// connection a client span, whose trace context goes with the call; nil
+// for the zero Handlers.
+func (h Handlers) DialOptions() []grpc.DialOption {
+	if h.provider == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithStatsHandler(bounded{otelgrpc.NewClientHandler(h.handlerOptions()...), h.spanName})}
+}
+
+// handlerOptions are the options of otelgrpc's handlers: h's provider and
+// propagators, no metrics (collapser's own are Prometheus'), and only the
+// calls worth a span.
+func (h Handlers) handlerOptions() []otelgrpc.Option {
 	return []otelgrpc.Option{
-		otelgrpc.WithTracerProvider(t.provider),
-		otelgrpc.WithPropagators(t.propagator),
+		otelgrpc.WithTracerProvider(h.provider),
+		otelgrpc.WithPropagators(h.propagator),
 		otelgrpc.WithMeterProvider(noop.NewMeterProvider()),
 		otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool { return traced(info.FullMethodName) }),
 	}

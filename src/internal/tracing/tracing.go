@@ -119,7 +119,7 @@ func New(o Options) (*Tracing, error) {
 	q.SpanProcessor = sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithMaxQueueSize(s.maxQueue))
 	t := &Tracing{
 		provider:   sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(q)),
-		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		propagator: newPropagator(),
 		queue:      q,
 		exporter:   exp,
 		spanName:   o.SpanName,
@@ -159,4 +159,10 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("tracing: export the last spans: %w", err)
 	}
 	return nil
+}
+
+// newPropagator returns the propagators of every call collapser traces:
+// the W3C trace context and baggage.
+func newPropagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
