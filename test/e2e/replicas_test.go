@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -153,34 +152,11 @@ func checkReplicas(t *testing.T, s settings) {
 	})
 
 	t.Run("deleting a pod during a burst loses no caller", func(t *testing.T) {
-		type result struct {
-			r   demoReport
-			err error
-		}
 		victim := proxyPods(t, kubectl)[0]
-		backend := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, victim.Name, 0, 2113)
-		backend.ForwardPort(t)
-		defer backend.Close()
-		metricsURL := "http://" + backend.Endpoint() + "/metrics"
-		before := backendCount(t, metricsURL)
-		done := make(chan result, 1)
-		go func() {
-			r, err := bursts.run(t, "churn", "--requests=6000", "--concurrency=600", "--distinct")
-			done <- result{r, err}
-		}()
 		// Distinct keys, and the backend takes 3 s per call: ten waves of
 		// 600 callers run for about 30 s. The pod goes once its backend has
 		// calls of the burst in flight, not after a guess at when that is.
-		retry.DoWithRetry(t, "the burst's first calls at "+victim.Name, 60, time.Second, func() (string, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			// A failed read is retried like a low count: the tunnel may hiccup.
-			n, err := demo.BackendMetricsCount(ctx, metricsURL)
-			if err == nil && n <= before {
-				err = fmt.Errorf("backend count %d, %d before the burst", n, before)
-			}
-			return "", err
-		})
+		done := bursts.startAtPod(t, victim.Name, "churn", "--requests=6000", "--concurrency=600", "--distinct")
 		k8s.RunKubectl(t, kubectl, "delete", "pod", victim.Name, "--wait=false")
 		res := endOf(t, done, "the burst")
 		if res.err != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,9 +10,12 @@ import (
 
 	"github.com/gruntwork-io/terratest/modules/k8s"
 	"github.com/gruntwork-io/terratest/modules/random"
+	"github.com/gruntwork-io/terratest/modules/retry"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/collapser/collapser/src/demo"
 )
 
 // spreadBurster sends bursts of identical calls spread over the pods
@@ -95,6 +99,41 @@ func reportOf(logs string) (demoReport, error) {
 		return r, fmt.Errorf("demo client report: %v\n%s", err, logs)
 	}
 	return r, nil
+}
+
+// burstResult is the end of a burst run on a goroutine of its own.
+type burstResult struct {
+	r   demoReport
+	err error
+}
+
+// startAtPod runs b's burst named name, with the demo client's extra
+// flags, on a goroutine of its own, and returns once its first calls have
+// reached pod's backend (its own count rose), with the channel its end
+// comes on.
+func (b spreadBurster) startAtPod(t *testing.T, pod, name string, extra ...string) <-chan burstResult {
+	t.Helper()
+	backend := k8s.NewTunnel(b.kubectl, k8s.ResourceTypePod, pod, 0, 2113)
+	backend.ForwardPort(t)
+	defer backend.Close()
+	metricsURL := "http://" + backend.Endpoint() + "/metrics"
+	before := backendCount(t, metricsURL)
+	done := make(chan burstResult, 1)
+	go func() {
+		r, err := b.run(t, name, extra...)
+		done <- burstResult{r, err}
+	}()
+	retry.DoWithRetry(t, "the burst's first calls at "+pod, 60, time.Second, func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// A failed read is retried like a low count: the tunnel may hiccup.
+		n, err := demo.BackendMetricsCount(ctx, metricsURL)
+		if err == nil && n <= before {
+			err = fmt.Errorf("backend count %d, %d before the burst", n, before)
+		}
+		return "", err
+	})
+	return done
 }
 
 // must is run, failing the test if the burst fails.

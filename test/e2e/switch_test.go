@@ -1,18 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"testing"
-	"time"
 
 	"github.com/gruntwork-io/terratest/modules/helm"
 	"github.com/gruntwork-io/terratest/modules/k8s"
-	"github.com/gruntwork-io/terratest/modules/retry"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/collapser/collapser/src/demo"
 )
 
 // checkRollingSwitch switches the replicas release from the sidecar to the
@@ -48,36 +43,14 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 	})
 
 	t.Run("the rollout goes on under load and loses no call", func(t *testing.T) {
-		type result struct {
-			r   demoReport
-			err error
-		}
-		// The load's calls are at a library pod's backend before the rollout goes on.
+		// The rollout goes on once the load's calls are at a library pod's backend.
 		watched := pods[0].Name
 		for _, p := range pods {
 			if !isSidecarPod(p) {
 				watched = p.Name
 			}
 		}
-		backend := k8s.NewTunnel(kubectl, k8s.ResourceTypePod, watched, 0, 2113)
-		backend.ForwardPort(t)
-		defer backend.Close()
-		metricsURL := "http://" + backend.Endpoint() + "/metrics"
-		before := backendCount(t, metricsURL)
-		done := make(chan result, 1)
-		go func() {
-			r, err := bursts.run(t, "switch", "--requests=6000", "--concurrency=600", "--distinct")
-			done <- result{r, err}
-		}()
-		retry.DoWithRetry(t, "the load's first calls at "+watched, 60, time.Second, func() (string, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			n, err := demo.BackendMetricsCount(ctx, metricsURL)
-			if err == nil && n <= before {
-				err = fmt.Errorf("backend count %d, %d before the load", n, before)
-			}
-			return "", err
-		})
+		done := bursts.startAtPod(t, watched, "switch", "--requests=6000", "--concurrency=600", "--distinct")
 		library.SetValues["minReadySeconds"] = "0"
 		helm.Upgrade(t, &library, bursts.s.chartDir, release)
 		res := endOf(t, done, "the load")
