@@ -72,9 +72,17 @@ func TestRender_RolloutFollowsStrategyAndMinReadySeconds(t *testing.T) {
 	if d.Spec.Strategy.Type != "" || d.Spec.Strategy.RollingUpdate != nil || d.Spec.MinReadySeconds != 0 {
 		t.Errorf("default strategy %+v, minReadySeconds %d; want Kubernetes' defaults", d.Spec.Strategy, d.Spec.MinReadySeconds)
 	}
-	d = render(t, "", "strategy.rollingUpdate.maxSurge=0", "strategy.rollingUpdate.maxUnavailable=2", "minReadySeconds=3600").deployments[fullname]
+	d = render(t, "", "strategy.rollingUpdate.maxSurge=0", "strategy.rollingUpdate.maxUnavailable=2", "minReadySeconds=3600", "progressDeadlineSeconds=7200").deployments[fullname]
 	ru := d.Spec.Strategy.RollingUpdate
-	if ru == nil || ru.MaxSurge.String() != "0" || ru.MaxUnavailable.String() != "2" || d.Spec.MinReadySeconds != 3600 {
-		t.Errorf("strategy %+v, minReadySeconds %d; want maxSurge 0, maxUnavailable 2 and 3600", d.Spec.Strategy, d.Spec.MinReadySeconds)
+	if ru == nil || ru.MaxSurge.String() != "0" || ru.MaxUnavailable.String() != "2" || d.Spec.MinReadySeconds != 3600 ||
+		d.Spec.ProgressDeadlineSeconds == nil || *d.Spec.ProgressDeadlineSeconds != 7200 {
+		t.Errorf("strategy %+v, minReadySeconds %d, progressDeadlineSeconds %v; want maxSurge 0, maxUnavailable 2, 3600 and 7200",
+			d.Spec.Strategy, d.Spec.MinReadySeconds, d.Spec.ProgressDeadlineSeconds)
+	}
+	// Kubernetes refuses a Deployment whose minReadySeconds reaches its
+	// progress deadline: the chart says so first.
+	_, err := renderChart(loadChart(t), userValues(t, "", "minReadySeconds=600"))
+	if err == nil || !strings.Contains(err.Error(), "minReadySeconds (600) must be less than progressDeadlineSeconds (600") {
+		t.Errorf("render with minReadySeconds=600 = %v, want an error naming progressDeadlineSeconds", err)
 	}
 }

@@ -29,6 +29,7 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 	library.SetValues["strategy.rollingUpdate.maxSurge"] = "0"
 	library.SetValues["strategy.rollingUpdate.maxUnavailable"] = "2"
 	library.SetValues["minReadySeconds"] = "3600"
+	library.SetValues["progressDeadlineSeconds"] = "7200"
 	// helm --wait would wait for the held rollout to end.
 	library.ExtraArgs = map[string][]string{"upgrade": {"--timeout", "5m"}}
 	helm.Upgrade(t, &library, bursts.s.chartDir, release)
