@@ -15,11 +15,16 @@ import (
 // first step is held (minReadySeconds) with one sidecar pod and two library
 // pods of the one Deployment on one ring: a burst spread over them makes one
 // backend call. The rollout then goes on while distinct calls are in
-// flight: none fails, and a burst over the three library pods makes one
-// backend call.
+// flight: none fails, and a burst over the three library pods, repeated,
+// makes one backend call.
 func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Options, bursts spreadBurster) {
-	// From three sidecar pods (an earlier check added a fourth).
+	// From three fresh sidecar pods: an earlier check added a fourth, and
+	// the distinct loads before left SayHello kept (not forwarded) on them
+	// (package forwarding), so that a burst's first calls would be made on
+	// every pod.
 	k8s.RunKubectl(t, kubectl, "scale", "deployment", release, fmt.Sprint("--replicas=", replicas))
+	k8s.RunKubectl(t, kubectl, "rollout", "restart", "deployment", release)
+	k8s.RunKubectl(t, kubectl, "rollout", "status", "deployment", release, "--timeout=5m")
 	waitForProxyPods(t, kubectl, replicas)
 
 	// The first step replaces two of the three pods at once, and holds.
@@ -67,10 +72,26 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 		}
 	})
 
-	t.Run("a burst over three library pods makes one backend call", func(t *testing.T) {
+	// The load's distinct calls left SayHello kept on the library pods, as
+	// on sidecar pods: a burst's first calls are made on each pod (at most
+	// one per pod), its key is then hot, and its second burst is forwarded
+	// to its owner.
+	t.Run("a second burst over three library pods makes one backend call", func(t *testing.T) {
 		waitForEndpoints(t, kubectl, release, replicas)
 		waitForMembers(t, kubectl, replicas)
-		checkSpreadBurst(t, bursts, proxyPodSelector, "library")
+		reports, err := bursts.runTwice(t, "library")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second := reports[0], reports[1]
+		t.Logf("three library pods: first burst %d requests (%d errors), %d backend calls; second %d requests (%d errors), %d backend calls",
+			first.Requests, first.Errors, first.BackendCalls, second.Requests, second.Errors, second.BackendCalls)
+		if first.Errors != 0 || second.Errors != 0 {
+			t.Fatalf("bursts failed: %d and %d errors", first.Errors, second.Errors)
+		}
+		if first.BackendCalls < 1 || first.BackendCalls > replicas || second.BackendCalls != 1 {
+			t.Errorf("backend calls %d then %d, want 1 to %d (at most one per pod), then 1", first.BackendCalls, second.BackendCalls, replicas)
+		}
 	})
 }
 
