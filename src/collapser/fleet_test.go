@@ -363,14 +363,21 @@ func TestFleet_AForwardedCallRunsInItsCallersTrace(t *testing.T) {
 	// carry too.
 	kinds := map[trace.SpanID]trace.SpanKind{}
 	var servers []sdktrace.ReadOnlySpan
-	for _, s := range spans.Ended() {
-		if s.SpanContext().TraceID() == forwarded {
-			kinds[s.SpanContext().SpanID()] = s.SpanKind()
-			if s.SpanKind() == trace.SpanKindServer {
-				servers = append(servers, s)
+	// A server span ends once its status is sent: the owner's may end after
+	// the caller has its answer.
+	testkit.WaitFor(t, "the forwarded call's server spans to end", func() bool {
+		clear(kinds)
+		servers = servers[:0]
+		for _, s := range spans.Ended() {
+			if s.SpanContext().TraceID() == forwarded {
+				kinds[s.SpanContext().SpanID()] = s.SpanKind()
+				if s.SpanKind() == trace.SpanKindServer {
+					servers = append(servers, s)
+				}
 			}
 		}
-	}
+		return len(servers) >= 2
+	})
 	if len(servers) != 2 || servers[0].Parent().SpanID() == servers[1].Parent().SpanID() ||
 		kinds[servers[0].Parent().SpanID()] != trace.SpanKindClient || kinds[servers[1].Parent().SpanID()] != trace.SpanKindClient {
 		t.Errorf("the forwarded call's trace has %d server spans; want 2, each the child of a client span of its own (the caller's, the forwarder's)", len(servers))
