@@ -173,6 +173,12 @@ func TestRender_NotesPrintTheCommandsToReachEverything(t *testing.T) {
 			"the sidecars\nforward each key's call to the pod that owns it",
 			"helm test below sums every pod's count",
 		}},
+		{"ci/library-values.yaml", nil, []string{
+			"Forward the collapsing hello backend's gRPC port (localhost:50052)",
+			"send a burst to the hello backend,\nwhich collapses in its own process with the collapser library",
+			"the backends\nforward each key's call to the pod that owns it",
+			"go run ./src/cmd/democlient --target localhost:50052 --backend-metrics http://localhost:2113/metrics",
+		}},
 		{"ci/backend-off-values.yaml", nil, []string{
 			"kubectl --namespace lab port-forward service/" + fullname + " 50052:50052 2112:2112\n",
 			"the sidecar forwards to 127.0.0.1:50051 in the pod",

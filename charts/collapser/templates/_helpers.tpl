@@ -251,7 +251,7 @@ What NOTES says about more than one pod: a port-forward reaches one of them.
 {{- define "collapser.replicaText" -}}
 {{- if eq (include "collapser.severalPods" .) "true" }}
 {{- if eq (include "collapser.peersEnabled" .) "true" -}}
-With several pods, a port-forward reaches one of them, and so does its count; the sidecars
+With several pods, a port-forward reaches one of them, and so does its count; the {{ ternary "backends" "sidecars" .Values.backend.collapse }}
 forward each key's call to the pod that owns it, so the backends' total is what counts:
 helm test below sums every pod's count (or ask Prometheus: sum(hello_requests_total)).
 {{- else -}}
