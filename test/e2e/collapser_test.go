@@ -170,6 +170,11 @@ func TestCollapserOnKind(t *testing.T) {
 		// keep. A namespace of its own: the webhook skips the release's.
 		deployInjector(t, s, s.imageTag+"-upgraded")
 		probe := restrictedNamespace(t, s, "collapser-upgraded-"+strings.ToLower(random.UniqueId()))
+		// The new pods are ready a moment before the API server reaches them
+		// through the Service, and meanwhile failurePolicy Ignore admits pods
+		// without the sidecar (CI saw it once): wait as after the install. A
+		// lost caBundle never injects, and fails the wait.
+		waitUntilInjecting(t, s, probe)
 		checkAdmitted(t, s, probe, "after-upgrade")
 	})
 }
