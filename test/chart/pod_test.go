@@ -210,6 +210,8 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_DEFAULT_COLLAPSE":                "auto",
 		"COLLAPSER_STALE_WHILE_REVALIDATE":          "0s",
 		"COLLAPSER_STALE_IF_ERROR":                  "0s",
+		"COLLAPSER_TTL_JITTER":                      "0.1",
+		"COLLAPSER_EARLY_REFRESH":                   "true",
 		"COLLAPSER_CACHE_CONTROL":                   "honor",
 		"COLLAPSER_ADMIN_LISTEN":                    "127.0.0.1:50054",
 		"COLLAPSER_ADMIN_ALLOW_REMOTE":              "false",

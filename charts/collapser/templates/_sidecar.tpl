@@ -123,7 +123,8 @@ the same COLLAPSER_* variables. Its argument: dict "context" (the root context) 
   value: {{ include "collapser.backendAddress" $ctx | quote }}
   {{- else if kindIs "slice" $value }}
   value: {{ join "," $value | quote }}
-  {{- else if kindIs "float64" $value }}
+  {{- else if and (kindIs "float64" $value) (eq $value (floor $value)) }}
+  {{- /* a YAML integer, which Helm reads as a float: 67108864, not 6.7108864e+07 */}}
   value: {{ $value | int64 | quote }}
   {{- else }}
   value: {{ $value | toString | quote }}

@@ -34,6 +34,12 @@ func (g *Group[V]) complete(e *entry[V]) {
 			w = d
 		}
 	}
+	// A copy lives out what is left of its original, which its own cache
+	// jitters and refreshes (refresh.go).
+	original := e.err == nil && (g.copied == nil || !g.copied(e.val))
+	if original {
+		w.TTL = jittered(w.TTL, e.opts.TTLJitter, e.hash)
+	}
 	var size int64
 	keep := e.err == nil && !private && w.keeps()
 	if keep {
@@ -60,6 +66,9 @@ func (g *Group[V]) complete(e *entry[V]) {
 		switch {
 		case keep && !e.detached && g.admit(s, e, size, now, w):
 			e.pass = false
+			if original && e.opts.EarlyRefresh {
+				e.refresh = g.refreshPoint(e.hash, now, w.TTL)
+			}
 		case private && !e.detached:
 			g.unlink(s, e)
 			g.mark(s, e.key, now)

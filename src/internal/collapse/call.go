@@ -36,6 +36,8 @@ type Call struct {
 	timeout time.Duration
 	own     bool // a caller's own call, not shared: see Own
 	refresh bool // replaces a result the Group holds: see Refresh
+	// background says why nobody waits for the call; set before it starts.
+	background Background
 	// leader is the context of the caller whose goroutine runs the call, and
 	// leaver is told when it ends first; nil for calls no caller runs.
 	leader context.Context
@@ -92,6 +94,26 @@ func (c *Call) Own() bool {
 // for a fresh one (Copy.Fresh), since the stale one is here already.
 func (c *Call) Refresh() bool {
 	return c.refresh
+}
+
+// Background says why a call nobody waits for was started.
+type Background uint8
+
+const (
+	// Foreground: a caller waits for the call.
+	Foreground Background = iota
+	// Revalidate: a result past its TTL is served stale meanwhile
+	// (CallOptions.StaleWhileRevalidate).
+	Revalidate
+	// Early: a fresh result still read is refreshed before its TTL ends
+	// (CallOptions.EarlyRefresh).
+	Early
+)
+
+// Background reports why nobody waits for the call: Foreground when a
+// caller does.
+func (c *Call) Background() Background {
+	return c.background
 }
 
 // abort cancels the call's context, now or when it is made.

@@ -7,7 +7,11 @@
 // CallOptions give it, each with its own expiry: fresh (served as a Hit),
 // stale-while-revalidate (served at once while one background call refreshes
 // it) and stale-if-error (served instead of a failed call's error), then gone.
-// Keys with different options live side by side in one Group.
+// Keys with different options live side by side in one Group. A TTL may be
+// cut by a jitter, and a fresh result still read refreshed early by one
+// background call, both at times drawn from its key, so that keys loaded
+// together neither expire nor refresh together (CallOptions.TTLJitter,
+// EarlyRefresh).
 //
 // The call runs on the leader's goroutine, with a context that belongs to no
 // caller: a caller that gives up (its context ends) leaves the others waiting

@@ -26,14 +26,14 @@ import (
 // marker, with a result when it may be shared, with a new marker when not.
 type entry[V any] struct {
 	key   string
+	hash  uint64 // of key: picks its shard, and draws its jitter and refresh time
 	shard *shard[V]
 
 	// Set by the leader before the call starts, then only read.
-	opts       *CallOptions
-	fn         func(*Call) (V, error) // cleared by complete
-	background bool                   // a refresh nobody waits for; its slot is already held
-	pass       bool                   // a pass call or marker (guarded by shard.mu once in the map)
-	call       Call                   // lets go of what it was made with when the call ends
+	opts *CallOptions
+	fn   func(*Call) (V, error) // cleared by complete
+	pass bool                   // a pass call or marker (guarded by shard.mu once in the map)
+	call Call                   // lets go of what it was made with when the call ends
 
 	waiting atomic.Int32 // callers waiting for the call now
 	running atomic.Bool  // the call holds its slot and runs
@@ -49,6 +49,7 @@ type entry[V any] struct {
 	detached bool      // a purge took the key from its call in flight: its result is not kept
 	prev     *entry[V] // while flying: the key's earlier result, if held
 	fresh    int64     // served as a hit before this (nanoseconds since the Group's epoch)
+	refresh  int64     // a read from this until fresh refreshes it early; 0: none (refresh.go)
 	swrEnd   int64     // served stale while refreshing before this
 	sieEnd   int64     // served instead of an error before this
 	size     int64     // what it counts against Limits.MaxBytes
@@ -98,7 +99,7 @@ func (e *entry[V]) gone() int64 {
 // leaders is how many of the callers counted in e.waiting led e's call: a
 // background refresh has no leader.
 func (e *entry[V]) leaders() int32 {
-	if e.background {
+	if e.call.background != 0 {
 		return 0
 	}
 	return 1

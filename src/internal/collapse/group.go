@@ -26,13 +26,15 @@ type Group[V any] struct {
 	size          func(V) int64
 	private       func(V) bool
 	declared      func(V) (Windows, bool)
+	copied        func(V) bool
 	passTTL       time.Duration
 	slots         *semaphore.Weighted // nil: calls are not bounded
 
-	seed   maphash.Seed
-	epoch  time.Time
-	now    func() int64 // nanoseconds since epoch; replaced in tests
-	shards [shardCount]shard[V]
+	seed       maphash.Seed
+	epoch      time.Time
+	epochNanos int64        // epoch since the Unix epoch: where keys' refresh grids start
+	now        func() int64 // nanoseconds since epoch; replaced in tests
+	shards     [shardCount]shard[V]
 
 	inflight atomic.Int64
 	queued   atomic.Int64
@@ -57,6 +59,7 @@ func New[V any](opts Options[V]) *Group[V] {
 		size:          opts.Size,
 		private:       opts.Private,
 		declared:      opts.Declared,
+		copied:        opts.Copied,
 		passTTL:       cmp.Or(opts.PassTTL, DefaultPassTTL),
 		seed:          maphash.MakeSeed(),
 	}
@@ -70,6 +73,7 @@ func New[V any](opts Options[V]) *Group[V] {
 		g.epoch = time.Now()
 		g.now = func() int64 { return int64(time.Since(g.epoch)) }
 	}
+	g.epochNanos = g.epoch.UnixNano()
 	for i := range g.shards {
 		g.shards[i].group = g
 		g.shards[i].m = make(map[string]*entry[V])
@@ -151,7 +155,7 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 	if opts == nil {
 		opts = &noOptions
 	}
-	s := &g.shards[maphash.String(g.seed, key)&(shardCount-1)]
+	s, h := g.shardOf(key)
 	now := g.now()
 
 	s.mu.RLock()
@@ -159,7 +163,7 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 	switch {
 	case e == nil:
 	case e.state == stateHeld:
-		if now < e.fresh && !e.pass {
+		if now < e.fresh && !e.pass && !e.refreshDue(now) {
 			v := e.val
 			c.left(e, now)
 			s.mu.RUnlock()
@@ -170,6 +174,12 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 		v, o, err := g.own(ctx, opts, Pass, fn)
 		return nil, v, o, err
 	default: // a call in flight, maybe with an earlier result to serve meanwhile
+		if p := e.prev; p != nil && now < p.fresh {
+			v := p.val // refreshed early: still fresh
+			c.left(p, now)
+			s.mu.RUnlock()
+			return nil, v, Hit, nil
+		}
 		if p := e.prev; p != nil && now < p.swrEnd && !c.fresh() {
 			v := p.val
 			c.left(p, now)
@@ -182,15 +192,22 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 		return nil, v, o, err
 	}
 	s.mu.RUnlock()
-	return g.doLocked(ctx, s, key, now, opts, fn, c)
+	return g.doLocked(ctx, s, key, h, now, opts, fn, c)
+}
+
+// shardOf returns the shard of key, and key's hash.
+func (g *Group[V]) shardOf(key string) (*shard[V], uint64) {
+	h := maphash.String(g.seed, key)
+	return &g.shards[h&(shardCount-1)], h
 }
 
 // noOptions stands in for nil CallOptions.
 var noOptions CallOptions
 
-// doLocked is enter's path under the write lock: a result past its TTL, a
-// pass marker, or no entry at all.
-func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now int64, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (*entry[V], V, Outcome, error) {
+// doLocked is enter's path under the write lock: a result past its TTL or
+// due for an early refresh, a pass marker, or no entry at all. h is key's
+// hash.
+func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, h uint64, now int64, opts *CallOptions, fn func(*Call) (V, error), c *Copy) (*entry[V], V, Outcome, error) {
 	s.mu.Lock()
 	g.sweep(s, now)
 	e := s.m[key]
@@ -204,6 +221,9 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 		g.evict(s, e)
 		pass = true
 	case e.state == stateHeld && now < e.fresh:
+		if e.refreshDue(now) {
+			g.refreshEarly(s, e, h, opts, fn)
+		}
 		v := e.val
 		c.left(e, now)
 		s.mu.Unlock()
@@ -211,12 +231,7 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 	case e.state == stateHeld && now < e.swrEnd && !c.fresh():
 		// One background call refreshes the result, if a slot is free now:
 		// refreshes never queue.
-		if g.trySlot() {
-			r := g.newEntry(s, key, opts, fn, e)
-			r.background = true
-			s.m[key] = r
-			go g.call(r) // nobody waits: the refresh has its own goroutine
-		}
+		g.revalidate(s, e, h, Revalidate, opts, fn)
 		v := e.val
 		c.left(e, now)
 		s.mu.Unlock()
@@ -228,6 +243,12 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 		v, o, err := g.own(ctx, opts, Pass, fn)
 		return nil, v, o, err
 	default:
+		if p := e.prev; p != nil && now < p.fresh {
+			v := p.val // refreshed early: still fresh
+			c.left(p, now)
+			s.mu.Unlock()
+			return nil, v, Hit, nil
+		}
 		if p := e.prev; p != nil && now < p.swrEnd && !c.fresh() {
 			v := p.val
 			c.left(p, now)
@@ -239,7 +260,7 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, now in
 		v, o, err := g.join(ctx, e, n, opts, fn, c)
 		return nil, v, o, err
 	}
-	e = g.newEntry(s, key, opts, fn, prev)
+	e = g.newEntry(s, key, h, opts, fn, prev)
 	e.pass = pass
 	e.waiting.Store(1)
 	e.call.leader, e.call.leaver = ctx, e
@@ -290,11 +311,13 @@ func (c *Copy) left(e interface{ left(int64) Windows }, now int64) {
 	}
 }
 
-// newEntry returns the entry of a new call for key. The caller holds s.mu.
-func (g *Group[V]) newEntry(s *shard[V], key string, opts *CallOptions, fn func(*Call) (V, error), prev *entry[V]) *entry[V] {
+// newEntry returns the entry of a new call for key, of hash h. The caller
+// holds s.mu.
+func (g *Group[V]) newEntry(s *shard[V], key string, h uint64, opts *CallOptions, fn func(*Call) (V, error), prev *entry[V]) *entry[V] {
 	g.inflight.Add(1)
 	return &entry[V]{
 		key:   key,
+		hash:  h,
 		shard: s,
 		opts:  opts,
 		fn:    fn,
@@ -387,7 +410,7 @@ func (g *Group[V]) abandon(e *entry[V]) {
 	s := e.shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.waiting.Load() > 0 || e.state != stateFlying || e.background || e.opts.Finish && e.running.Load() {
+	if e.waiting.Load() > 0 || e.state != stateFlying || e.call.background != 0 || e.opts.Finish && e.running.Load() {
 		return
 	}
 	e.state = stateAbandoned

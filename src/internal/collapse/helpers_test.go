@@ -2,7 +2,6 @@ package collapse
 
 import (
 	"context"
-	"hash/maphash"
 	"sync/atomic"
 	"testing"
 
@@ -114,11 +113,25 @@ func waitWaiters(t *testing.T, g *Group[string], n int) {
 
 // waiting returns how many callers wait for key's call in flight.
 func waiting(g *Group[string], key string) int32 {
-	s := &g.shards[maphash.String(g.seed, key)&(shardCount-1)]
+	s, _ := g.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if e := s.m[key]; e != nil {
 		return e.waiting.Load()
 	}
 	return 0
+}
+
+// times returns the times of the result g holds for key, when it holds
+// one: its TTL's end and its early refresh (0: none).
+func times(t *testing.T, g *Group[string], key string) (fresh, refresh int64) {
+	t.Helper()
+	s, _ := g.shardOf(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.m[key]
+	if e == nil || e.state != stateHeld {
+		t.Fatalf("no result held for %q", key)
+	}
+	return e.fresh, e.refresh
 }

@@ -65,6 +65,11 @@ type Options[V any] struct {
 	// (an HTTP response's Cache-Control does this). Nil: no value declares
 	// any.
 	Declared func(V) (Windows, bool)
+	// Copied reports whether a value is a copy of a result another cache
+	// holds, such as the key's owner among replicas: it lives out what is
+	// left of it (what Declared says), neither jittered nor refreshed early
+	// here. Nil: no value is.
+	Copied func(V) bool
 	// PassTTL is how long a pass marker lasts (default DefaultPassTTL).
 	PassTTL time.Duration
 	// Now is the clock (default time.Now); a test moves its own.
@@ -119,6 +124,15 @@ type CallOptions struct {
 	// it makes a call of its own (Own), never kept, as nginx's
 	// proxy_cache_lock_timeout lets a request go; 0: no bound.
 	WaitTimeout time.Duration
+	// TTLJitter shortens the TTL of each result, the options' or one its
+	// value declares, by up to this fraction of it (0 to 1), drawn from
+	// its key: keys loaded together then do not expire together. 0: none.
+	TTLJitter float64
+	// EarlyRefresh refreshes a result that is still read before its TTL
+	// ends, at a time drawn from its key (refresh.go): keys loaded together
+	// are refreshed at times spread over their TTL, and a key read all the
+	// time is never a miss. Its callers are served the result meanwhile.
+	EarlyRefresh bool
 }
 
 // Windows returns the windows of the results of calls with these options.

@@ -1,7 +1,5 @@
 package collapse
 
-import "hash/maphash"
-
 // Purge takes back what the Group holds for key, as an HTTP cache's purge
 // does, and reports whether it held a result for it. Hard, the result is
 // gone; soft, it is stale from now: served within its stale-while-revalidate
@@ -11,7 +9,7 @@ import "hash/maphash"
 // call of its own. Once Purge returns, no caller is served what it took back
 // (except stale within its window, when soft).
 func (g *Group[V]) Purge(key string, soft bool) bool {
-	s := &g.shards[maphash.String(g.seed, key)&(shardCount-1)]
+	s, _ := g.shardOf(key)
 	now := g.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

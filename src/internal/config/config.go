@@ -109,6 +109,8 @@ func Default() Settings {
 			CacheTTL:              policy.DefaultCacheTTL,
 			MaxTTL:                policy.DefaultMaxTTL,
 			Timeout:               policy.DefaultTimeout,
+			TTLJitter:             policy.DefaultTTLJitter,
+			EarlyRefresh:          true,
 			CollapseMethodsSource: EnvName("collapse-methods"),
 		},
 		Proxy: proxy.Settings{
@@ -202,6 +204,8 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.DurationVar(&c.Policy.CacheTTL, "cache-ttl", c.Policy.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
 	fs.DurationVar(&c.Policy.StaleWhileRevalidate, "stale-while-revalidate", 0, "`duration` after the TTL a response is served at once while one background call refreshes it")
 	fs.DurationVar(&c.Policy.StaleIfError, "stale-if-error", 0, "`duration` after the TTL a response answers callers whose call failed with UNAVAILABLE or DEADLINE_EXCEEDED")
+	fs.Float64Var(&c.Policy.TTLJitter, "ttl-jitter", c.Policy.TTLJitter, "most `fraction` of a response's TTL (the policy's or one it declares) it is shortened by, drawn from its key, so that keys loaded together do not expire together; 0: none")
+	fs.BoolVar(&c.Policy.EarlyRefresh, "early-refresh", c.Policy.EarlyRefresh, "refresh a response that is still read before its TTL ends, at a time drawn from its key, spreading the refreshes of keys loaded together over their TTL; its readers are served it meanwhile")
 	fs.DurationVar(&c.Policy.MaxTTL, "max-ttl", c.Policy.MaxTTL, "`duration` bounding each window an answer's cache-control declares (max-age, s-maxage, stale-while-revalidate, stale-if-error)")
 	fs.Var(cacheControlValue{&c.Policy.IgnoreCacheControl}, "cache-control", "whether an answer's cache-control sets how long it is served (bounded by --max-ttl): honor or ignore")
 	fs.IntVar(&c.Proxy.Cache.MaxEntries, "cache-max-entries", c.Proxy.Cache.MaxEntries, "most `responses` held in the cache")

@@ -54,6 +54,7 @@ type Recorder struct {
 	peerRequests    *prometheus.CounterVec
 	streamRequests  *prometheus.CounterVec
 	freshness       *prometheus.CounterVec
+	refreshes       *prometheus.CounterVec
 	purges          *prometheus.CounterVec
 	purgedEntries   *prometheus.CounterVec
 }
@@ -102,6 +103,9 @@ func NewRecorder(o Options) *Recorder {
 		freshness: counterVec("collapser_answer_freshness_total",
 			"Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
 			"method", "source"),
+		refreshes: counterVec("collapser_refreshes_total",
+			"Background calls that refreshed a kept answer of a collapsed unary method, by method and why (reason: early, an answer still read refreshed before its TTL ended, at a time drawn from its key; stale, an answer past its TTL served stale meanwhile). Nobody waits for them. With peers only a key's owner refreshes it.",
+			"method", "reason"),
 		purges: counterVec("collapser_purges_total",
 			"Purges this sidecar made, asked through the admin service or by a write's success (policy invalidates), by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback; partial: some replica not reached). With peers each is counted once, on the replica that took it to the others.",
 			"kind", "mode", "result"),
@@ -137,7 +141,7 @@ func (s *Recorder) startAtZero() {
 func (s *Recorder) counters() []prometheus.Collector {
 	return []prometheus.Collector{
 		s.requests, s.backendCalls, s.backendDuration, s.reloads, s.reloadOK, s.peerCalls,
-		s.peerFallbacks, s.peerRequests, s.streamRequests, s.freshness, s.purges, s.purgedEntries,
+		s.peerFallbacks, s.peerRequests, s.streamRequests, s.freshness, s.refreshes, s.purges, s.purgedEntries,
 	}
 }
 
@@ -193,6 +197,12 @@ func (s *Recorder) ObserveFreshness(method, source string) {
 	s.freshness.WithLabelValues(s.methods.Label(method), source).Inc()
 }
 
+// ObserveRefresh counts one background refresh, for reason
+// (proxy.RefreshEarly or RefreshStale).
+func (s *Recorder) ObserveRefresh(method, reason string) {
+	s.refreshes.WithLabelValues(s.methods.Label(method), reason).Inc()
+}
+
 // ObservePurge counts one purge request of kind (admin.KindRequest, ...)
 // and mode (admin.ModeHard or ModeSoft) with its result, and the answers it
 // took back.
@@ -236,6 +246,9 @@ func (s *Recorder) touch(method string, r policy.Rule, peers bool) {
 		}
 		for _, source := range proxy.FreshnessSources {
 			s.freshness.WithLabelValues(method, source)
+		}
+		for _, reason := range proxy.RefreshReasons {
+			s.refreshes.WithLabelValues(method, reason)
 		}
 	default:
 		s.requests.WithLabelValues(method, proxy.OutcomePassthrough, ok)

@@ -43,6 +43,8 @@ type ruleSpec struct {
 	CacheCodesTTL        scalar    `yaml:"cacheCodesTTL"`
 	MaxWaiters           scalar    `yaml:"maxWaiters"`
 	WaitTimeout          scalar    `yaml:"waitTimeout"`
+	TTLJitter            scalar    `yaml:"ttlJitter"`
+	EarlyRefresh         scalar    `yaml:"earlyRefresh"`
 	// Invalidates is set on a method's own entry only (checked by parseFile).
 	Invalidates *invalidatesSpec `yaml:"invalidates"`
 }
@@ -217,6 +219,15 @@ func parseBool(s string) (bool, error) {
 		return false, nil
 	}
 	return false, errors.New("want true or false")
+}
+
+// parseJitter reads a ttlJitter field: a fraction, from 0 up to 1.
+func parseJitter(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f >= 1 {
+		return 0, errors.New("want a fraction of the TTL, at least 0 and under 1, such as 0.1")
+	}
+	return f, nil
 }
 
 // parseStream reads a stream field: passthrough or replay.

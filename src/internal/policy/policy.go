@@ -43,6 +43,9 @@ import (
 const (
 	// DefaultCacheTTL is how long a result is served fresh.
 	DefaultCacheTTL = 100 * time.Millisecond
+	// DefaultTTLJitter is the most a result's TTL is shortened by, as a
+	// fraction of it, so that keys loaded together do not expire together.
+	DefaultTTLJitter = 0.1
 	// DefaultTimeout bounds each shared backend call.
 	DefaultTimeout = 10 * time.Second
 	// DefaultMaxTTL bounds each window an answer's cache-control declares,
@@ -202,6 +205,9 @@ type Defaults struct {
 	// rule's own windows, whatever it declares.
 	MaxTTL             time.Duration
 	IgnoreCacheControl bool
+	// TTLJitter and EarlyRefresh: see collapse.CallOptions.
+	TTLJitter    float64
+	EarlyRefresh bool
 	// CollapseMethods are collapsed as if the policy named each with
 	// collapse: true (COLLAPSER_COLLAPSE_METHODS); an entry of the file for
 	// one of them still wins.
@@ -222,6 +228,8 @@ type settings struct {
 	waitTimeout        time.Duration
 	codes              codeSet
 	finish             bool
+	jitter             float64
+	early              bool
 	stream             StreamMode
 	invalidates        *Invalidation
 	source             string
@@ -279,9 +287,21 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 	if r.CacheCodes != nil {
 		s.cacheCodes = c.codes(*r.CacheCodes, "cacheCodes", parseCacheCode)
 	}
-	if r.FinishAbandoned.set {
-		if b, err := parseBool(r.FinishAbandoned.value); c.valid(r.FinishAbandoned, "finishAbandoned", err) {
-			s.finish = b
+	for _, f := range []struct {
+		field string
+		v     scalar
+		dst   *bool
+	}{{"finishAbandoned", r.FinishAbandoned, &s.finish}, {"earlyRefresh", r.EarlyRefresh, &s.early}} {
+		if !f.v.set {
+			continue
+		}
+		if b, err := parseBool(f.v.value); c.valid(f.v, f.field, err) {
+			*f.dst = b
+		}
+	}
+	if r.TTLJitter.set {
+		if f, err := parseJitter(r.TTLJitter.value); c.valid(r.TTLJitter, "ttlJitter", err) {
+			s.jitter = f
 		}
 	}
 	if r.Stream.set {
@@ -373,6 +393,7 @@ func compile(s settings) *level {
 		cached: collapse.CallOptions{
 			TTL: s.ttl, StaleWhileRevalidate: s.swr, StaleIfError: s.sie, StaleOn: staleOn,
 			Finish: s.finish, Timeout: s.tmo, MaxWaiters: s.maxWaiters, WaitTimeout: s.waitTimeout,
+			TTLJitter: s.jitter, EarlyRefresh: s.early,
 		},
 		inflight: collapse.CallOptions{Finish: s.finish, Timeout: s.tmo, MaxWaiters: s.maxWaiters, WaitTimeout: s.waitTimeout},
 		declared: declared,
@@ -460,6 +481,9 @@ func (d Defaults) settings() (settings, error) {
 	if d.Timeout <= 0 {
 		return settings{}, fmt.Errorf("policy: timeout %v must be positive", d.Timeout)
 	}
+	if d.TTLJitter < 0 || d.TTLJitter >= 1 {
+		return settings{}, fmt.Errorf("policy: TTL jitter %v must be at least 0 and under 1", d.TTLJitter)
+	}
 	for i, m := range d.CollapseMethods {
 		if err := methodkind.ValidateMethod(m); err != nil {
 			return settings{}, fmt.Errorf("policy: %s[%d] %q: %w", d.CollapseMethodsSource, i, m, err)
@@ -468,6 +492,7 @@ func (d Defaults) settings() (settings, error) {
 	return settings{
 		collapse: d.Collapse, ttl: d.CacheTTL, swr: d.StaleWhileRevalidate, sie: d.StaleIfError,
 		tmo: d.Timeout, maxTTL: cmp.Or(d.MaxTTL, DefaultMaxTTL), ignoreCC: d.IgnoreCacheControl,
+		jitter: d.TTLJitter, early: d.EarlyRefresh,
 		codes: setOf(DefaultStaleIfErrorCodes), source: "default",
 		// Read only when collapse is Always, which the variable spells all.
 		collapseFrom: "COLLAPSER_DEFAULT_COLLAPSE=all",

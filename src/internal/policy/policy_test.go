@@ -150,14 +150,22 @@ default:
   timeout: 3s
   maxWaiters: 100
   waitTimeout: 1s
+  ttlJitter: 0.25
+  earlyRefresh: true
 methods:
   - name: /a.B/Codes
     staleIfErrorCodes: [INTERNAL]
+  - name: /a.B/Exact
+    ttlJitter: 0
+    earlyRefresh: false
 `)
 	c := p.Rule("/a.B/Get", noSideEffects).Call
 	if c.TTL != DefaultCacheTTL || c.StaleWhileRevalidate != 2*time.Second || c.StaleIfError != 30*time.Second || !c.Finish || c.Timeout != 3*time.Second ||
-		c.MaxWaiters != 100 || c.WaitTimeout != time.Second {
+		c.MaxWaiters != 100 || c.WaitTimeout != time.Second || c.TTLJitter != 0.25 || !c.EarlyRefresh {
 		t.Errorf("call options = %+v", c)
+	}
+	if c := p.Rule("/a.B/Exact", noSideEffects).Call; c.TTLJitter != 0 || c.EarlyRefresh {
+		t.Errorf("a method's own ttlJitter: 0 and earlyRefresh: false: %+v", c)
 	}
 	stale := func(c *collapse.CallOptions, err error) bool { return c.StaleOn(err) }
 	tests := []struct {
@@ -199,6 +207,9 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"bad code", "default:\n  staleIfErrorCodes: [UNAVAILABLE, Unavailable]\n", `line 2: default: staleIfErrorCodes[1] "Unavailable": want a gRPC status code name`},
 		{"OK is no error", "default:\n  staleIfErrorCodes: [OK]\n", `staleIfErrorCodes[0] "OK": want a gRPC status code name`},
 		{"bad bool", "default:\n  finishAbandoned: yes\n", `default: finishAbandoned "yes": want true or false`},
+		{"jitter of the whole TTL", "default:\n  ttlJitter: 1\n", `default: ttlJitter "1": want a fraction of the TTL, at least 0 and under 1, such as 0.1`},
+		{"jitter in percent", "methods:\n  - name: /a.B/C\n    ttlJitter: 10%\n", `line 3: methods[0] (/a.B/C): ttlJitter "10%": want a fraction`},
+		{"bad earlyRefresh", "default:\n  earlyRefresh: on\n", `default: earlyRefresh "on": want true or false`},
 		{"bad stream", "default:\n  stream: record\n", `stream "record": want passthrough or replay`},
 		{"zero max TTL", "default:\n  maxTTL: 0s\n", `line 2: default: maxTTL "0s": must be positive`},
 		{"failure in cacheCodes", "default:\n  cacheCodes: [NOT_FOUND, UNAVAILABLE]\n", `line 2: default: cacheCodes[1] "UNAVAILABLE": UNAVAILABLE says the call failed, not what its answer is: it is never kept (want a code such as NOT_FOUND)`},

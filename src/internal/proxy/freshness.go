@@ -26,6 +26,32 @@ const (
 // front.
 var FreshnessSources = []string{FreshnessPolicy, FreshnessBackend, FreshnessCapped}
 
+// Why a background call refreshes a kept answer, as passed to
+// Observer.ObserveRefresh.
+const (
+	// RefreshEarly: the answer, fresh and still read, reached its early
+	// refresh (collapse.Early).
+	RefreshEarly = "early"
+	// RefreshStale: the answer, past its TTL, is served stale meanwhile
+	// (collapse.Revalidate).
+	RefreshStale = "stale"
+)
+
+// RefreshReasons lists every reason, for metrics that export each one up
+// front.
+var RefreshReasons = []string{RefreshEarly, RefreshStale}
+
+// observeRefresh tells the observer of c, a call of method, when it is a
+// background refresh.
+func (p *Proxy) observeRefresh(method string, c *collapse.Call) {
+	switch c.Background() {
+	case collapse.Early:
+		p.observer.ObserveRefresh(method, RefreshEarly)
+	case collapse.Revalidate:
+		p.observer.ObserveRefresh(method, RefreshStale)
+	}
+}
+
 // answer is what the group is given of a backend call that produced resp
 // and err: a success, or an error the rule keeps as an answer (negative
 // caching, served for the rule's TTL of such answers) as a value that is

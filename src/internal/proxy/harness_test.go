@@ -76,6 +76,13 @@ type recorder struct {
 	backend   []backendRecord
 	peerCalls []peerRecord
 	freshness []string // the source of each shared answer's windows
+	refreshes []string // the reason of each background refresh
+}
+
+func (r *recorder) ObserveRefresh(_, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refreshes = append(r.refreshes, reason)
 }
 
 func (r *recorder) ObserveFreshness(_, source string) {

@@ -100,6 +100,10 @@ type Observer interface {
 	// a collapsed unary call, with where the windows it is served for come
 	// from (FreshnessPolicy, FreshnessBackend or FreshnessCapped).
 	ObserveFreshness(method, source string)
+	// ObserveRefresh is called once per background call that refreshes a
+	// kept answer of a collapsed unary call, when it starts, with why it
+	// runs (RefreshEarly or RefreshStale).
+	ObserveRefresh(method, reason string)
 }
 
 // Settings are what an operator sets of a Proxy (the sidecar's flags).
@@ -257,6 +261,7 @@ func New(o Options) (*Proxy, error) {
 		Size:     responseSize,
 		Private:  func(r *Response) bool { return r != nil && r.Private },
 		Declared: declaredWindows,
+		Copied:   func(r *Response) bool { return r != nil && r.aged },
 		MaxCalls: cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
 		Now:      o.Now,
 	})
@@ -481,3 +486,4 @@ func (nopObserver) ObserveBackendCall(context.Context, string, codes.Code, time.
 func (nopObserver) ObserveBackendStream(string, codes.Code)                               {}
 func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)                      {}
 func (nopObserver) ObserveFreshness(string, string)                                       {}
+func (nopObserver) ObserveRefresh(string, string)                                         {}

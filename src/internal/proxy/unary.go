@@ -77,6 +77,7 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 	method, rule, sub, payload, md, backend := c.method, c.rule, c.sub, c.payload, c.md, c.backend
 	call := func(cc *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
+		p.observeRefresh(method, cc)
 		c := &unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, backend: backend}
 		callCtx, span := p.startCall(ctx, cc.Context())
 		defer func() { endCall(span, resp, err) }()

@@ -64,6 +64,9 @@ func TestStale_WhileRevalidatingEveryCallerIsAnsweredAtOnceAndTheBackendSeesOneR
 	if got := backend.Calls.SayHello.Load(); got != 2 {
 		t.Errorf("backend calls = %d, want 2: the first and one refresh", got)
 	}
+	if got := sc.metricSum(t, "collapser_refreshes_total", map[string]string{"reason": "stale"}); got != 1 {
+		t.Errorf("stale refreshes counted = %v, want 1", got)
+	}
 	reply, err := clients[0].SayHello(ctx, &hellov1.HelloRequest{Name: "feed"})
 	if err != nil || reply.GetCall() != 2 {
 		t.Errorf("after the refresh: %v, %v; want the refreshed reply", reply, err)

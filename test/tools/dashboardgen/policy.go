@@ -11,7 +11,8 @@ import (
 
 // policyPanels returns the panels of the Policy row: what the policy decided
 // for each method, whether its file loaded, who set how long answers are
-// served, and the purges that took answers back.
+// served, the purges that took answers back and the refreshes that kept
+// them fresh.
 func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		methodRules(l.at(0, 0, 16, 8)),
@@ -59,6 +60,16 @@ func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				`for longer than the policy allows).`).
 			Targets(queries(
 				series(`sum by (source) (rate(collapser_answer_freshness_total{method=~"$method"}[$__rate_interval]))`, "{{source}}"),
+			)),
+		graph(56, "Background refreshes/s by reason", l.at(0, 14, 24, 6), units.RequestsPerSecond).
+			Description(`Backend calls that refreshed a kept answer while its callers were served it, by reason: ` +
+				`early (an answer still read, refreshed before its TTL ends at a time drawn from its key, so ` +
+				`that keys loaded together are refreshed spread over their TTL rather than all missing at once: ` +
+				`earlyRefresh in the policy), stale (an answer past its TTL served stale meanwhile: ` +
+				`staleWhileRevalidate). With peers only a key's owner refreshes it. A flat line here, where ` +
+				`backend calls would otherwise come in waves one TTL apart, is the herd that did not happen.`).
+			Targets(queries(
+				series(`sum by (reason) (rate(collapser_refreshes_total{method=~"$method"}[$__rate_interval]))`, "{{reason}}"),
 			)),
 	}
 }

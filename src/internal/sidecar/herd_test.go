@@ -1,0 +1,171 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// herd is a run of many distinct keys loaded at once, then read at a
+// steady rate spread over them: the load where keys that expire together
+// become misses together. The backend's own counter is sampled every
+// sample and summed into windows of window.
+type herd struct {
+	keys              int
+	ttl, swr, latency time.Duration
+	rate              int // reads per second, over all keys
+	duration          time.Duration
+	sample, window    time.Duration
+	edit              func(*config.Settings) // more settings, or nil
+}
+
+// herdResult is what a herd run measured: the backend's calls per window
+// of the steady load (the load at once excluded), the reads of the steady
+// load that waited for a backend call (misses: led or joined one), and
+// the reads that failed.
+type herdResult struct {
+	windows  []int64
+	reads    int64
+	misses   int64
+	failures int64
+}
+
+// peakToMean is the largest window's calls over the windows' mean.
+func (r herdResult) peakToMean() float64 {
+	var sum int64
+	for _, w := range r.windows {
+		sum += w
+	}
+	if sum == 0 {
+		return 0
+	}
+	return float64(slices.Max(r.windows)) * float64(len(r.windows)) / float64(sum)
+}
+
+// callsPerKeyPerTTL is the steady load's backend calls per key per TTL.
+func (r herdResult) callsPerKeyPerTTL(h herd) float64 {
+	var sum int64
+	for _, w := range r.windows {
+		sum += w
+	}
+	ttls := float64(len(r.windows)) * float64(h.window) / float64(h.ttl)
+	return float64(sum) / float64(h.keys) / ttls
+}
+
+// runHerd makes the run h: it loads every key at once, then reads them at
+// h.rate, a key drawn at random per read, for h.duration.
+func runHerd(t testing.TB, h herd) herdResult {
+	backend := &testkit.Greeter{SayHello: slow(h.latency)}
+	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
+		c.Policy.CacheTTL = h.ttl
+		c.Policy.StaleWhileRevalidate = h.swr
+		c.Policy.CollapseMethods = []string{sayHello}
+		if h.edit != nil {
+			h.edit(c)
+		}
+	})
+	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), h.duration+testkit.DefaultTimeout)
+	defer cancel()
+	name := func(k int) string { return fmt.Sprintf("key-%d", k) }
+
+	var failures, reads atomic.Int64
+	read := func(k int) {
+		if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: name(k)}); err != nil {
+			failures.Add(1)
+		}
+		reads.Add(1)
+	}
+	var wg sync.WaitGroup
+	for k := range h.keys {
+		wg.Go(func() { read(k) })
+	}
+	wg.Wait()
+
+	// Reads are sent at the rate whatever their latency (an open loop):
+	// a pacer hands them to enough workers to keep every one in flight.
+	work := make(chan int, h.rate)
+	for range h.rate * int(h.latency+100*time.Millisecond) / int(time.Second) {
+		wg.Go(func() {
+			for k := range work {
+				read(k)
+			}
+		})
+	}
+	waited := func() int64 {
+		return int64(sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": "leader"}) +
+			sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": "joined"}))
+	}
+	loaded := waited()
+	var samples []int64
+	sampler := time.NewTicker(h.sample)
+	const tick = 10 * time.Millisecond
+	pacer := time.NewTicker(tick)
+	start := time.Now()
+	samples = append(samples, backend.Calls.SayHello.Load())
+	sent := 0
+	for now := time.Now(); now.Sub(start) < h.duration; {
+		select {
+		case now = <-pacer.C:
+			due := int(now.Sub(start) * time.Duration(h.rate) / time.Second)
+			for ; sent < due; sent++ {
+				work <- rand.IntN(h.keys)
+			}
+		case now = <-sampler.C:
+			samples = append(samples, backend.Calls.SayHello.Load())
+		}
+	}
+	pacer.Stop()
+	sampler.Stop()
+	close(work)
+	wg.Wait()
+
+	per := int(h.window / h.sample)
+	var windows []int64
+	for i := per; i < len(samples); i += per {
+		windows = append(windows, samples[i]-samples[i-per])
+	}
+	return herdResult{windows: windows, reads: reads.Load(), misses: waited() - loaded, failures: failures.Load()}
+}
+
+// BenchmarkLoadHerd runs issue 29's load on one sidecar: 500 keys loaded
+// at once, TTL 2 s, then 2,000 reads per second spread over them, against
+// a backend of 20 ms, and reports the backend's calls per 500 ms window:
+// their peak over their mean, and the calls per key per TTL. It runs with
+// neither jitter nor early refresh ("plain"), then with the defaults
+// ("spread"), each without and with a stale-while-revalidate window of
+// 2 s. Run it once: make load.
+func BenchmarkLoadHerd(b *testing.B) {
+	base := herd{
+		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000,
+		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
+	}
+	plain := func(c *config.Settings) { c.Policy.TTLJitter, c.Policy.EarlyRefresh = 0, false }
+	for b.Loop() {
+		for _, run := range []struct {
+			name string
+			swr  time.Duration
+			edit func(*config.Settings)
+		}{{"plain", 0, plain}, {"plain-swr-2s", 2 * time.Second, plain}, {"spread", 0, nil}, {"spread-swr-2s", 2 * time.Second, nil}} {
+			h := base
+			h.swr, h.edit = run.swr, run.edit
+			r := runHerd(b, h)
+			if r.failures != 0 {
+				b.Errorf("%s: %d of %d reads failed", run.name, r.failures, r.reads)
+			}
+			b.ReportMetric(r.peakToMean(), run.name+"-peak/mean")
+			b.ReportMetric(r.callsPerKeyPerTTL(h), run.name+"-calls/key/ttl")
+			b.ReportMetric(100*float64(r.misses)/float64(r.reads-int64(h.keys)), run.name+"-%misses")
+			b.Logf("%s: backend calls per %v: %v", run.name, h.window, r.windows)
+		}
+	}
+}
