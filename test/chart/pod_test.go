@@ -206,6 +206,7 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_RECEIVE_TIMEOUT":                 "10s",
 		"COLLAPSER_MAX_HEADER_BYTES":                "65536",
 		"COLLAPSER_MAX_BACKEND_CALLS":               "1000",
+		"COLLAPSER_SOFT_PURGE_RATE":                 "100",
 		"COLLAPSER_PRIVATE_HEADERS":                 "",
 		"COLLAPSER_DEFAULT_COLLAPSE":                "auto",
 		"COLLAPSER_STALE_WHILE_REVALIDATE":          "0s",

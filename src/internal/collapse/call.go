@@ -108,6 +108,9 @@ const (
 	// Early: a fresh result still read is refreshed before its TTL ends
 	// (CallOptions.EarlyRefresh).
 	Early
+	// Purged: a result a soft purge took back is refreshed in its turn
+	// (Options.SoftPurgeRate), served stale meanwhile.
+	Purged
 )
 
 // Background reports why nobody waits for the call: Foreground when a

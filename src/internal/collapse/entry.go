@@ -50,6 +50,7 @@ type entry[V any] struct {
 	prev     *entry[V] // while flying: the key's earlier result, if held
 	fresh    int64     // served as a hit before this (nanoseconds since the Group's epoch)
 	refresh  int64     // a read from this until fresh refreshes it early; 0: none (refresh.go)
+	turn     int64     // soft-purged: refreshed no sooner than this; 0: not paced (purge.go)
 	swrEnd   int64     // served stale while refreshing before this
 	sieEnd   int64     // served instead of an error before this
 	size     int64     // what it counts against Limits.MaxBytes
@@ -103,6 +104,15 @@ func (e *entry[V]) leaders() int32 {
 		return 0
 	}
 	return 1
+}
+
+// background is why a refresh of e, a held result past its TTL, runs:
+// Purged when a soft purge paced it, Revalidate otherwise.
+func (e *entry[V]) background() Background {
+	if e.turn != 0 {
+		return Purged
+	}
+	return Revalidate
 }
 
 // left returns what is left at now of the windows the result e is served

@@ -28,6 +28,7 @@ type Group[V any] struct {
 	declared      func(V) (Windows, bool)
 	copied        func(V) bool
 	passTTL       time.Duration
+	pace          pace
 	slots         *semaphore.Weighted // nil: calls are not bounded
 
 	seed       maphash.Seed
@@ -74,6 +75,7 @@ func New[V any](opts Options[V]) *Group[V] {
 		g.now = func() int64 { return int64(time.Since(g.epoch)) }
 	}
 	g.epochNanos = g.epoch.UnixNano()
+	g.pace.gap = gapOf(opts.SoftPurgeRate)
 	for i := range g.shards {
 		g.shards[i].group = g
 		g.shards[i].m = make(map[string]*entry[V])
@@ -231,7 +233,9 @@ func (g *Group[V]) doLocked(ctx context.Context, s *shard[V], key string, h uint
 	case e.state == stateHeld && now < e.swrEnd && !c.fresh():
 		// One background call refreshes the result, if a slot is free now:
 		// refreshes never queue.
-		g.revalidate(s, e, h, Revalidate, opts, fn)
+		if now >= e.turn {
+			g.revalidate(s, e, h, e.background(), opts, fn)
+		}
 		v := e.val
 		c.left(e, now)
 		s.mu.Unlock()

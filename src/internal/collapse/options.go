@@ -70,6 +70,10 @@ type Options[V any] struct {
 	// left of it (what Declared says), neither jittered nor refreshed early
 	// here. Nil: no value is.
 	Copied func(V) bool
+	// SoftPurgeRate paces the refreshes of the results one soft
+	// PurgeMatching takes back: at most this many per second (each result
+	// is served stale until its turn). 0: all at once.
+	SoftPurgeRate float64
 	// PassTTL is how long a pass marker lasts (default DefaultPassTTL).
 	PassTTL time.Duration
 	// Now is the clock (default time.Now); a test moves its own.

@@ -1,5 +1,10 @@
 package collapse
 
+import (
+	"sync"
+	"time"
+)
+
 // Purge takes back what the Group holds for key, as an HTTP cache's purge
 // does, and reports whether it held a result for it. Hard, the result is
 // gone; soft, it is stale from now: served within its stale-while-revalidate
@@ -7,7 +12,8 @@ package collapse
 // for key may have read what the purge is for, so it is detached: its
 // callers get its answer, which is not kept, and the next caller starts a
 // call of its own. Once Purge returns, no caller is served what it took back
-// (except stale within its window, when soft).
+// (except stale within its window, when soft). It is never paced
+// (PurgeMatching).
 func (g *Group[V]) Purge(key string, soft bool) bool {
 	s, _ := g.shardOf(key)
 	now := g.now()
@@ -25,6 +31,14 @@ func (g *Group[V]) Purge(key string, soft bool) bool {
 // flying reports true for (its value is not known yet). It reports how many
 // results it took back. It visits every key held: its cost grows with the
 // entries held, which Limits.MaxEntries bounds.
+//
+// Soft, it paces their refreshes (Options.SoftPurgeRate), so that a purge
+// of a whole method does not send every caller of it to the backend at
+// once: each fresh result it makes stale is given a turn, one per
+// 1/SoftPurgeRate, and is served stale until its turn, then within its
+// stale-while-revalidate window (at least until its turn) while the
+// first caller's background call refreshes it. A hard purge is never
+// paced: what it takes back is gone at once.
 func (g *Group[V]) PurgeMatching(match func(key string, v V) bool, flying func(key string) bool, soft bool) int {
 	now := g.now()
 	n := 0
@@ -36,13 +50,31 @@ func (g *Group[V]) PurgeMatching(match func(key string, v V) bool, flying func(k
 			if h != nil && !match(key, h.val) {
 				h = nil
 			}
+			fresh := h != nil && now < h.fresh
 			if g.purge(s, e, h, now, soft, e.state == stateFlying && flying(key)) {
 				n++
+				if soft && fresh {
+					g.paced(s, h, now)
+				}
 			}
 		}
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// paced gives e, a result a soft purge made stale at now, its turn to be
+// refreshed, and serves it stale until then. The caller holds s.mu.
+func (g *Group[V]) paced(s *shard[V], e *entry[V], now int64) {
+	turn, ok := g.pace.next(now)
+	if !ok {
+		return
+	}
+	e.turn = turn
+	if turn > e.swrEnd {
+		e.swrEnd = turn
+		s.heap.Fix(e)
+	}
 }
 
 // heldOf returns the result e's key holds: e, or the result e's call is to
@@ -91,4 +123,32 @@ func (g *Group[V]) stale(s *shard[V], e *entry[V], now int64) {
 	e.swrEnd = min(e.swrEnd, now+swr)
 	e.sieEnd = min(e.sieEnd, now+sie)
 	s.heap.Fix(e)
+}
+
+// pace hands out the turns of paced refreshes: one per gap, each after the
+// last and after the time it is asked at.
+type pace struct {
+	gap  int64 // nanoseconds between turns; 0: not paced
+	mu   sync.Mutex
+	last int64 // the last turn handed out
+}
+
+// gapOf returns the gap between turns at rate a second; 0 for a rate of 0.
+func gapOf(rate float64) int64 {
+	if rate <= 0 {
+		return 0
+	}
+	return max(1, int64(float64(time.Second)/rate))
+}
+
+// next returns the next turn at now, or false when refreshes are not
+// paced.
+func (p *pace) next(now int64) (int64, bool) {
+	if p.gap == 0 {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = max(p.last, now) + p.gap
+	return p.last, true
 }

@@ -2,7 +2,9 @@ package collapse
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,5 +117,74 @@ func TestGroup_PurgeMatchingSelectsByKeyAndValue(t *testing.T) {
 	}
 	if st := g.Stats(); st.Entries != 0 || st.Bytes != 0 {
 		t.Errorf("after purging everything: %+v, want nothing held", st)
+	}
+}
+
+func TestGroup_ASoftPurgeOfManyRefreshesThemAtItsPace(t *testing.T) {
+	const keys, rate = 10, 10 // a turn every 100ms
+	gap := time.Second / rate
+	for _, tt := range []struct {
+		name string
+		swr  time.Duration
+		// how a read at or past its turn is served, and why its call runs
+		atTurn Outcome
+		why    Background
+	}{
+		{"stale windows: refreshed in the background", time.Hour, Stale, Purged},
+		{"no stale window: served stale until its turn", 0, Lead, Foreground},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, clock := newTestGroup(t, Options[string]{SoftPurgeRate: rate})
+			opts := &CallOptions{TTL: time.Hour, StaleWhileRevalidate: tt.swr}
+			for i := range keys {
+				do(g, fmt.Sprint("k", i), opts, value("old", nil))
+			}
+			if n := g.PurgeMatching(func(string, string) bool { return true }, func(string) bool { return true }, true); n != keys {
+				t.Fatalf("purged %d, want %d", n, keys)
+			}
+			var calls atomic.Int64
+			var whys sync.Map
+			refresh := func(c *Call) (string, error) {
+				calls.Add(1)
+				whys.Store(c.Background(), true)
+				return "new", nil
+			}
+			for turn := range keys + 1 {
+				clock.Store(int64(turn) * int64(gap))
+				for i := range keys {
+					r := do(g, fmt.Sprint("k", i), opts, refresh)
+					if r.outcome != Stale && r.outcome != tt.atTurn && r.outcome != Hit {
+						t.Fatalf("at %v, k%d: %+v", time.Duration(clock.Load()), i, r)
+					}
+				}
+				testkit.WaitFor(t, "the refreshes", func() bool { return g.Stats().InFlight == 0 })
+				// Each turn lets one more key be refreshed: the purge's
+				// refreshes are paced, whoever reads.
+				if n := calls.Load(); n != int64(turn) {
+					t.Fatalf("at %v: %d calls, want %d: one per turn passed", time.Duration(clock.Load()), n, turn)
+				}
+			}
+			if _, ok := whys.Load(tt.why); !ok {
+				t.Errorf("no refresh ran as %v", tt.why)
+			}
+		})
+	}
+}
+
+func TestGroup_HardPurgesAndOneKeysPurgeAreNotPaced(t *testing.T) {
+	g, _ := newTestGroup(t, Options[string]{SoftPurgeRate: 1})
+	opts := &CallOptions{TTL: time.Hour, StaleWhileRevalidate: time.Hour}
+	for i := range 10 {
+		do(g, fmt.Sprint("k", i), opts, value("old", nil))
+	}
+	g.PurgeMatching(func(k string, _ string) bool { return k != "k0" }, func(string) bool { return true }, false)
+	g.Purge("k0", true)
+	var calls atomic.Int64
+	for i := range 10 {
+		do(g, fmt.Sprint("k", i), opts, value("new", &calls))
+	}
+	testkit.WaitFor(t, "the refreshes", func() bool { return g.Stats().InFlight == 0 })
+	if n := calls.Load(); n != 10 {
+		t.Errorf("calls = %d, want 10 at once: a hard purge takes back at once, a soft purge of one key refreshes it at once", n)
 	}
 }

@@ -125,6 +125,7 @@ func Default() Settings {
 				MaxHeldBytes: replay.DefaultMaxHeldBytes,
 			},
 			MaxBackendCalls: proxy.DefaultMaxBackendCalls,
+			SoftPurgeRate:   proxy.DefaultSoftPurgeRate,
 			ReceiveTimeout:  proxy.DefaultReceiveTimeout,
 			MaxRecvMsgBytes: proxy.DefaultMaxMsgBytes,
 			MaxSendMsgBytes: proxy.DefaultMaxMsgBytes,
@@ -215,6 +216,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.IntVar(&c.Proxy.Streams.MaxMessages, "stream-max-messages", c.Proxy.Streams.MaxMessages, "most `messages` the record of one replayed stream holds; past it no caller joins and the stream is not kept")
 	fs.Int64Var(&c.Proxy.Streams.MaxHeldBytes, "stream-max-held-bytes", c.Proxy.Streams.MaxHeldBytes, "most `bytes` of ended replayed streams kept to be replayed whole, counting what the Go heap holds for each: its key, metadata, messages and overhead")
 	fs.DurationVar(&c.Policy.Timeout, "backend-timeout", c.Policy.Timeout, "`duration` bound of each shared backend call, its wait for a slot included, whatever its callers' deadlines")
+	fs.Float64Var(&c.Proxy.SoftPurgeRate, "soft-purge-rate", c.Proxy.SoftPurgeRate, "most `refreshes` per second of the answers one soft purge of a method or tag takes back: each is served stale until its turn, so that the purge does not send all their callers to the backend at once; hard purges and purges of one request are never paced; 0: all at once")
 	fs.IntVar(&c.Proxy.MaxBackendCalls, "max-backend-calls", c.Proxy.MaxBackendCalls, "most shared backend `calls` running at once; more wait within their callers' deadlines, then fail with RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.Proxy.ReceiveTimeout, "receive-timeout", c.Proxy.ReceiveTimeout, "`duration` a collapsed call may take to deliver its request message")
 	fs.IntVar(&c.Proxy.MaxRecvMsgBytes, "max-recv-msg-bytes", c.Proxy.MaxRecvMsgBytes, "largest request (and backend response) accepted, in `bytes`; larger ones fail with RESOURCE_EXHAUSTED")
@@ -240,6 +242,8 @@ func flagSet(c *Settings) *flag.FlagSet {
 		"backend-timeout", "max-backend-calls", "receive-timeout", "max-ttl",
 		"max-recv-msg-bytes", "max-send-msg-bytes", "max-connections")
 	bound(fs, 1, math.MaxUint32, "must be in [1, 4294967295]", "max-concurrent-streams")
+	bound(fs, 0, math.Nextafter(1, 0), "must be at least 0 and under 1", "ttl-jitter")
+	bound(fs, 0, math.Inf(1), "must not be negative", "soft-purge-rate")
 	bound(fs, 1024, math.MaxUint32, "must be in [1024, 4294967295]", "max-header-bytes")
 	return fs
 }
@@ -255,7 +259,7 @@ func bound(fs *flag.FlagSet, lo, hi float64, must string, names ...string) {
 	}
 }
 
-// bounded is a numeric flag (int, int64, uint, uint32 or time.Duration)
+// bounded is a numeric flag (int, int64, uint, uint32, float64 or time.Duration)
 // whose value must lie in [lo, hi].
 type bounded struct {
 	flag.Getter
@@ -281,6 +285,8 @@ func (b *bounded) Set(s string) error {
 		v = float64(n)
 	case time.Duration:
 		v = float64(n)
+	case float64:
+		v = n
 	default:
 		return fmt.Errorf("config: a bound on a %T flag", n)
 	}

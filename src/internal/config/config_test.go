@@ -70,6 +70,8 @@ func TestParse_BadValuesNameTheirSource(t *testing.T) {
 		{"small header list", nil, map[string]string{"COLLAPSER_MAX_HEADER_BYTES": "1023"}, "COLLAPSER_MAX_HEADER_BYTES=\"1023\": must be in [1024, 4294967295]"},
 		{"bad cache-control", []string{"--cache-control=obey"}, nil, "-cache-control: want honor or ignore"},
 		{"zero max TTL", nil, map[string]string{"COLLAPSER_MAX_TTL": "0s"}, `COLLAPSER_MAX_TTL="0s": must be positive`},
+		{"jitter of the whole TTL", nil, map[string]string{"COLLAPSER_TTL_JITTER": "1"}, `COLLAPSER_TTL_JITTER="1": must be at least 0 and under 1`},
+		{"negative soft purge rate", []string{"--soft-purge-rate=-5"}, nil, `invalid value "-5" for flag -soft-purge-rate: must not be negative`},
 		{"former flag name", []string{"--unary-methods=/a.B/C"}, nil, "renamed: use --collapse-methods (COLLAPSER_COLLAPSE_METHODS)"},
 		{"former variable name", nil, map[string]string{"COLLAPSER_STREAM_CACHE_MAX_BYTES": "1"}, "COLLAPSER_STREAM_CACHE_MAX_BYTES=\"1\": renamed: use --stream-max-held-bytes"},
 		{"bad address", nil, map[string]string{"COLLAPSER_LISTEN": "50052"}, "COLLAPSER_LISTEN"},

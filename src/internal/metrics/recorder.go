@@ -104,7 +104,7 @@ func NewRecorder(o Options) *Recorder {
 			"Shared answers of collapsed unary calls (successes, and the errors a rule keeps: cacheCodes), by method and what set how long each is served (source: policy, the rule's own windows; backend, the answer's cache-control; backend_capped, its cache-control cut to the rule's maxTTL).",
 			"method", "source"),
 		refreshes: counterVec("collapser_refreshes_total",
-			"Background calls that refreshed a kept answer of a collapsed unary method, by method and why (reason: early, an answer still read refreshed before its TTL ended, at a time drawn from its key; stale, an answer past its TTL served stale meanwhile). Nobody waits for them. With peers only a key's owner refreshes it.",
+			"Background calls that refreshed a kept answer of a collapsed unary method, by method and why (reason: early, an answer still read refreshed before its TTL ended, at a time drawn from its key; stale, an answer past its TTL served stale meanwhile; purge, an answer a soft purge of a method or tag took back, in its turn at COLLAPSER_SOFT_PURGE_RATE). Nobody waits for them. With peers only a key's owner refreshes it.",
 			"method", "reason"),
 		purges: counterVec("collapser_purges_total",
 			"Purges this sidecar made, asked through the admin service or by a write's success (policy invalidates), by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback; partial: some replica not reached). With peers each is counted once, on the replica that took it to the others.",
@@ -198,7 +198,7 @@ func (s *Recorder) ObserveFreshness(method, source string) {
 }
 
 // ObserveRefresh counts one background refresh, for reason
-// (proxy.RefreshEarly or RefreshStale).
+// (proxy.RefreshEarly, RefreshStale or RefreshPurge).
 func (s *Recorder) ObserveRefresh(method, reason string) {
 	s.refreshes.WithLabelValues(s.methods.Label(method), reason).Inc()
 }

@@ -35,11 +35,14 @@ const (
 	// RefreshStale: the answer, past its TTL, is served stale meanwhile
 	// (collapse.Revalidate).
 	RefreshStale = "stale"
+	// RefreshPurge: the answer, which a soft purge of many took back, is
+	// refreshed in its turn (collapse.Purged).
+	RefreshPurge = "purge"
 )
 
 // RefreshReasons lists every reason, for metrics that export each one up
 // front.
-var RefreshReasons = []string{RefreshEarly, RefreshStale}
+var RefreshReasons = []string{RefreshEarly, RefreshStale, RefreshPurge}
 
 // observeRefresh tells the observer of c, a call of method, when it is a
 // background refresh.
@@ -49,6 +52,8 @@ func (p *Proxy) observeRefresh(method string, c *collapse.Call) {
 		p.observer.ObserveRefresh(method, RefreshEarly)
 	case collapse.Revalidate:
 		p.observer.ObserveRefresh(method, RefreshStale)
+	case collapse.Purged:
+		p.observer.ObserveRefresh(method, RefreshPurge)
 	}
 }
 

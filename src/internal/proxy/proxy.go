@@ -40,6 +40,9 @@ const (
 	DefaultReceiveTimeout = 10 * time.Second
 	// DefaultMaxBackendCalls bounds the shared backend calls running at once.
 	DefaultMaxBackendCalls = 1000
+	// DefaultSoftPurgeRate paces the refreshes of what one soft purge of
+	// many answers takes back, per second.
+	DefaultSoftPurgeRate = 100
 )
 
 // Route says which series a request is counted in (Observer.ObserveRequest).
@@ -102,7 +105,7 @@ type Observer interface {
 	ObserveFreshness(method, source string)
 	// ObserveRefresh is called once per background call that refreshes a
 	// kept answer of a collapsed unary call, when it starts, with why it
-	// runs (RefreshEarly or RefreshStale).
+	// runs (RefreshEarly, RefreshStale or RefreshPurge).
 	ObserveRefresh(method, reason string)
 }
 
@@ -118,6 +121,10 @@ type Settings struct {
 	// (default DefaultMaxBackendCalls): one more waits within its timeout
 	// and while a caller waits for it, then fails with RESOURCE_EXHAUSTED.
 	MaxBackendCalls int
+	// SoftPurgeRate paces the refreshes of the answers one soft purge of
+	// a method or tag takes back, per second (collapse.Options): 0, all
+	// at once.
+	SoftPurgeRate float64
 	// PrivateHeaders are response headers or trailers, besides
 	// DefaultPrivateHeaders, that make a response private: it goes only to
 	// the caller whose call produced it and is never cached.
@@ -263,7 +270,9 @@ func New(o Options) (*Proxy, error) {
 		Declared: declaredWindows,
 		Copied:   func(r *Response) bool { return r != nil && r.aged },
 		MaxCalls: cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
-		Now:      o.Now,
+
+		SoftPurgeRate: o.SoftPurgeRate,
+		Now:           o.Now,
 	})
 	p.streams = replay.New(replay.Options{
 		Limits:  o.Streams,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/config"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -26,6 +27,7 @@ type herd struct {
 	duration          time.Duration
 	sample, window    time.Duration
 	edit              func(*config.Settings) // more settings, or nil
+	purgeAt           time.Duration          // when a soft purge of the method is asked, into the steady load; 0: none
 }
 
 // herdResult is what a herd run measured: the backend's calls per window
@@ -34,6 +36,7 @@ type herd struct {
 // the reads that failed.
 type herdResult struct {
 	windows  []int64
+	purged   int // the window the purge was asked in; 0: none
 	reads    int64
 	misses   int64
 	failures int64
@@ -113,8 +116,19 @@ func runHerd(t testing.TB, h herd) herdResult {
 	start := time.Now()
 	samples = append(samples, backend.Calls.SayHello.Load())
 	sent := 0
+	purge := time.After(h.purgeAt)
+	if h.purgeAt == 0 {
+		purge = nil
+	}
+	purged := 0
 	for now := time.Now(); now.Sub(start) < h.duration; {
 		select {
+		case now = <-purge:
+			purged = len(samples) * int(h.sample) / int(h.window)
+			if _, err := adminv1.NewCacheClient(dial(t, sc.adminAddr)).Purge(ctx,
+				&adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}, Soft: true}); err != nil {
+				t.Errorf("purge: %v", err)
+			}
 		case now = <-pacer.C:
 			due := int(now.Sub(start) * time.Duration(h.rate) / time.Second)
 			for ; sent < due; sent++ {
@@ -134,7 +148,7 @@ func runHerd(t testing.TB, h herd) herdResult {
 	for i := per; i < len(samples); i += per {
 		windows = append(windows, samples[i]-samples[i-per])
 	}
-	return herdResult{windows: windows, reads: reads.Load(), misses: waited() - loaded, failures: failures.Load()}
+	return herdResult{windows: windows, purged: purged, reads: reads.Load(), misses: waited() - loaded, failures: failures.Load()}
 }
 
 // BenchmarkLoadHerd runs issue 29's load on one sidecar: 500 keys loaded
@@ -166,6 +180,45 @@ func BenchmarkLoadHerd(b *testing.B) {
 			b.ReportMetric(r.callsPerKeyPerTTL(h), run.name+"-calls/key/ttl")
 			b.ReportMetric(100*float64(r.misses)/float64(r.reads-int64(h.keys)), run.name+"-%misses")
 			b.Logf("%s: backend calls per %v: %v", run.name, h.window, r.windows)
+		}
+	}
+}
+
+// afterPurge is the largest window from the purge on over the mean of the
+// windows before it (the first, which the refreshes ramp up in, left out).
+func (r herdResult) afterPurge() float64 {
+	var sum int64
+	for _, w := range r.windows[1:r.purged] {
+		sum += w
+	}
+	return float64(slices.Max(r.windows[r.purged:])) * float64(r.purged-1) / float64(sum)
+}
+
+// BenchmarkLoadHerdPurge runs BenchmarkLoadHerd's load (the defaults: TTL
+// jitter and early refresh) and, 10 s into it, a soft purge of the method,
+// which takes back all 500 answers, with the default pace of refreshes and
+// without (0: all at once). It reports the backend's largest 500 ms window
+// from the purge on over the mean of the windows before it. Run it once:
+// make load.
+func BenchmarkLoadHerdPurge(b *testing.B) {
+	base := herd{
+		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000,
+		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
+		purgeAt: 10 * time.Second,
+	}
+	for b.Loop() {
+		for _, run := range []struct {
+			name string
+			edit func(*config.Settings)
+		}{{"paced", nil}, {"at-once", func(c *config.Settings) { c.Proxy.SoftPurgeRate = 0 }}} {
+			h := base
+			h.edit = run.edit
+			r := runHerd(b, h)
+			if r.failures != 0 {
+				b.Errorf("%s: %d of %d reads failed", run.name, r.failures, r.reads)
+			}
+			b.ReportMetric(r.afterPurge(), run.name+"-peak/steady")
+			b.Logf("%s: backend calls per %v, the purge in window %d: %v", run.name, h.window, r.purged, r.windows)
 		}
 	}
 }

@@ -66,7 +66,9 @@ func policyPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				`early (an answer still read, refreshed before its TTL ends at a time drawn from its key, so ` +
 				`that keys loaded together are refreshed spread over their TTL rather than all missing at once: ` +
 				`earlyRefresh in the policy), stale (an answer past its TTL served stale meanwhile: ` +
-				`staleWhileRevalidate). With peers only a key's owner refreshes it. A flat line here, where ` +
+				`staleWhileRevalidate), purge (an answer a soft purge of a method or tag took back, refreshed ` +
+				`in its turn: such a purge refreshes at most COLLAPSER_SOFT_PURGE_RATE answers a second). With ` +
+				`peers only a key's owner refreshes it early. A flat line here, where ` +
 				`backend calls would otherwise come in waves one TTL apart, is the herd that did not happen.`).
 			Targets(queries(
 				series(`sum by (reason) (rate(collapser_refreshes_total{method=~"$method"}[$__rate_interval]))`, "{{reason}}"),
