@@ -120,8 +120,17 @@ func (e *entry[V]) background() Background {
 // as complete leaves them), except the stale-if-error window of the result
 // a failed call e served instead of its error. The caller holds
 // e.shard.mu, or e is done and out of the map.
+//
+// A result due for an early refresh is fresh for a copy until that refresh
+// is due, no longer: the copy's cache then asks again, and its reads are
+// those that start the refresh here (refresh.go), however few this cache's
+// own readers are.
 func (e *entry[V]) left(now int64) Windows {
-	from := max(now, e.fresh) // the stale windows start when it goes stale
+	fresh := e.fresh
+	if e.refresh != 0 {
+		fresh = min(fresh, e.refresh)
+	}
+	from := max(now, fresh) // the stale windows start when it goes stale
 	return Windows{
 		TTL:                  time.Duration(from - now),
 		StaleWhileRevalidate: time.Duration(max(0, e.swrEnd-from)),

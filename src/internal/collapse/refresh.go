@@ -29,8 +29,11 @@ import "time"
 // of one early call per key, once, in the first generation.
 //
 // Only results of calls made here are refreshed early (Options.Copied):
-// a copy of another cache's result lives out what is left of it, and that
-// cache, the key's owner, refreshes the original.
+// that cache, the key's owner, refreshes the original. A copy is fresh
+// until the original's refresh is due (Copy.Left), so that its cache's
+// next read asks the owner again and starts the refresh there, however
+// few the owner's own readers; it then lives out what is left of the
+// original.
 
 // refreshDue reports whether a read at now of e, a fresh held result,
 // starts its early refresh. The caller holds e.shard.mu.

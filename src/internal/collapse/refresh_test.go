@@ -1,6 +1,7 @@
 package collapse
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -167,4 +168,43 @@ func TestGroup_AFailedEarlyRefreshLeavesTheResultFreshUntilItsEnd(t *testing.T) 
 	if n := calls.Load(); n != 1 {
 		t.Errorf("calls = %d, want the one refresh: a failed one is not retried early", n)
 	}
+}
+
+func TestGroup_ACopyIsFreshUntilTheOriginalsEarlyRefreshIsDue(t *testing.T) {
+	g, clock := newTestGroup(t, Options[string]{})
+	opts := &CallOptions{TTL: time.Second, StaleWhileRevalidate: time.Second, EarlyRefresh: true}
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprint("k", i)
+		do(g, k, opts, value("v", nil))
+		if _, refresh := times(t, g, k); refresh != 0 {
+			key = k
+		}
+	}
+	fresh, refresh := times(t, g, key)
+	clock.Store(refresh / 2)
+	var c Copy
+	if _, o, err := g.DoCopy(context.Background(), key, opts, value("x", nil), &c); o != Hit || err != nil {
+		t.Fatalf("DoCopy before the point: %v, %v", o, err)
+	}
+	// Fresh until the point, then stale as long as the original may be
+	// served: within its window, and instead of an error until its end.
+	want := Windows{
+		TTL:                  time.Duration(refresh - refresh/2),
+		StaleWhileRevalidate: time.Duration(fresh + int64(time.Second) - refresh),
+		StaleIfError:         time.Duration(fresh - refresh),
+	}
+	if c.Left != want {
+		t.Errorf("a copy's windows = %+v, want %+v", c.Left, want)
+	}
+	// The copy's next read, at the point, starts the refresh here: the
+	// copy is then given what is left of the original's own life.
+	clock.Store(refresh)
+	gate := newGate("new", nil)
+	if _, o, _ := g.DoCopy(context.Background(), key, opts, gate.fn, &c); o != Hit || c.Left.TTL != time.Duration(fresh-refresh) {
+		t.Errorf("DoCopy at the point: %v, windows %+v; want a hit fresh until %v", o, c.Left, time.Duration(fresh-refresh))
+	}
+	testkit.Recv(t, "the refresh to start", gate.started)
+	close(gate.release)
+	testkit.WaitFor(t, "the refresh", func() bool { return g.Stats().InFlight == 0 })
 }
