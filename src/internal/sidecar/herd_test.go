@@ -28,6 +28,7 @@ type herd struct {
 	sample, window    time.Duration
 	edit              func(*config.Settings) // more settings, or nil
 	purgeAt           time.Duration          // when a soft purge of the method is asked, into the steady load; 0: none
+	replicas          int                    // sidecars with peers, each with its backend; 0 or 1: one sidecar alone
 }
 
 // herdResult is what a herd run measured: the backend's calls per window
@@ -65,25 +66,47 @@ func (r herdResult) callsPerKeyPerTTL(h herd) float64 {
 }
 
 // runHerd makes the run h: it loads every key at once, then reads them at
-// h.rate, a key drawn at random per read, for h.duration.
+// h.rate, a key drawn at random per read (and a replica, with several),
+// for h.duration.
 func runHerd(t testing.TB, h herd) herdResult {
-	backend := &testkit.Greeter{SayHello: slow(h.latency)}
-	sc := startSidecar(t, startBackend(t, backend), func(c *config.Settings) {
+	backends := make([]*testkit.Greeter, max(1, h.replicas))
+	addrs := make([]string, len(backends))
+	for i := range backends {
+		backends[i] = &testkit.Greeter{SayHello: slow(h.latency)}
+		addrs[i] = startBackend(t, backends[i])
+	}
+	edit := func(c *config.Settings) {
 		c.Policy.CacheTTL = h.ttl
 		c.Policy.StaleWhileRevalidate = h.swr
 		c.Policy.CollapseMethods = []string{sayHello}
 		if h.edit != nil {
 			h.edit(c)
 		}
-	})
-	client := hellov1.NewGreeterClient(dial(t, sc.addr))
+	}
+	var scs []*runningSidecar
+	var clients []hellov1.GreeterClient
+	if h.replicas > 1 {
+		for _, r := range startSidecars(t, addrs, true, edit) {
+			scs, clients = append(scs, r.sidecar), append(clients, r.client)
+		}
+	} else {
+		sc := startSidecar(t, addrs[0], edit)
+		scs, clients = []*runningSidecar{sc}, []hellov1.GreeterClient{hellov1.NewGreeterClient(dial(t, sc.addr))}
+	}
+	calls := func() int64 {
+		var n int64
+		for _, b := range backends {
+			n += b.Calls.SayHello.Load()
+		}
+		return n
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.duration+testkit.DefaultTimeout)
 	defer cancel()
 	name := func(k int) string { return fmt.Sprintf("key-%d", k) }
 
 	var failures, reads atomic.Int64
 	read := func(k int) {
-		if _, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: name(k)}); err != nil {
+		if _, err := clients[rand.IntN(len(clients))].SayHello(ctx, &hellov1.HelloRequest{Name: name(k)}); err != nil {
 			failures.Add(1)
 		}
 		reads.Add(1)
@@ -105,8 +128,13 @@ func runHerd(t testing.TB, h herd) herdResult {
 		})
 	}
 	waited := func() int64 {
-		return int64(sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": "leader"}) +
-			sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": "joined"}))
+		var n float64
+		for _, sc := range scs {
+			for _, o := range []string{"leader", "joined"} {
+				n += sc.metricSum(t, "collapser_requests_total", map[string]string{"outcome": o})
+			}
+		}
+		return int64(n)
 	}
 	loaded := waited()
 	var samples []int64
@@ -114,7 +142,7 @@ func runHerd(t testing.TB, h herd) herdResult {
 	const tick = 10 * time.Millisecond
 	pacer := time.NewTicker(tick)
 	start := time.Now()
-	samples = append(samples, backend.Calls.SayHello.Load())
+	samples = append(samples, calls())
 	sent := 0
 	purge := time.After(h.purgeAt)
 	if h.purgeAt == 0 {
@@ -125,7 +153,7 @@ func runHerd(t testing.TB, h herd) herdResult {
 		select {
 		case now = <-purge:
 			purged = len(samples) * int(h.sample) / int(h.window)
-			if _, err := adminv1.NewCacheClient(dial(t, sc.adminAddr)).Purge(ctx,
+			if _, err := adminv1.NewCacheClient(dial(t, scs[0].adminAddr)).Purge(ctx,
 				&adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}, Soft: true}); err != nil {
 				t.Errorf("purge: %v", err)
 			}
@@ -135,7 +163,7 @@ func runHerd(t testing.TB, h herd) herdResult {
 				work <- rand.IntN(h.keys)
 			}
 		case now = <-sampler.C:
-			samples = append(samples, backend.Calls.SayHello.Load())
+			samples = append(samples, calls())
 		}
 	}
 	pacer.Stop()
@@ -179,6 +207,34 @@ func BenchmarkLoadHerd(b *testing.B) {
 			b.ReportMetric(r.peakToMean(), run.name+"-peak/mean")
 			b.ReportMetric(r.callsPerKeyPerTTL(h), run.name+"-calls/key/ttl")
 			b.ReportMetric(100*float64(r.misses)/float64(r.reads-int64(h.keys)), run.name+"-%misses")
+			b.Logf("%s: backend calls per %v: %v", run.name, h.window, r.windows)
+		}
+	}
+}
+
+// BenchmarkLoadHerdFleet runs BenchmarkLoadHerd's load over three sidecars
+// with peers, each read at random, each in front of a backend of its own
+// (their counts summed), without jitter and early refresh ("plain") and
+// with the defaults ("spread"): only a key's owner refreshes it, and the
+// owners' refreshes spread as one sidecar's do. Run it once: make load.
+func BenchmarkLoadHerdFleet(b *testing.B) {
+	base := herd{
+		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000, replicas: 3,
+		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
+	}
+	for b.Loop() {
+		for _, run := range []struct {
+			name string
+			edit func(*config.Settings)
+		}{{"plain", func(c *config.Settings) { c.Policy.TTLJitter, c.Policy.EarlyRefresh = 0, false }}, {"spread", nil}} {
+			h := base
+			h.edit = run.edit
+			r := runHerd(b, h)
+			if r.failures != 0 {
+				b.Errorf("%s: %d of %d reads failed", run.name, r.failures, r.reads)
+			}
+			b.ReportMetric(r.peakToMean(), run.name+"-peak/mean")
+			b.ReportMetric(r.callsPerKeyPerTTL(h), run.name+"-calls/key/ttl")
 			b.Logf("%s: backend calls per %v: %v", run.name, h.window, r.windows)
 		}
 	}

@@ -46,7 +46,7 @@ func startReplicas(t *testing.T, peered bool, backends ...*testkit.Greeter) []*r
 // startSidecars starts a sidecar in front of each backend, with the
 // settings edit makes; the sidecars are each other's peers (a static list,
 // every replica included) when peered, or alone.
-func startSidecars(t *testing.T, backends []string, peered bool, edit func(*config.Settings), opts ...sidecarOption) []*replica {
+func startSidecars(t testing.TB, backends []string, peered bool, edit func(*config.Settings), opts ...sidecarOption) []*replica {
 	t.Helper()
 	peerLis := make([]net.Listener, len(backends))
 	addrs := make([]string, len(backends))
@@ -90,7 +90,7 @@ func startSidecars(t *testing.T, backends []string, peered bool, edit func(*conf
 // reached the others over mutual TLS, and serves what it keeps. A replica
 // started before the others' peer ports served waited its handshakes out,
 // and syncs again here (a test's replicas may sync only when it says).
-func waitLeases(t *testing.T, rs []*replica) {
+func waitLeases(t testing.TB, rs []*replica) {
 	t.Helper()
 	for _, r := range rs {
 		testkit.WaitFor(t, "a lease from every other replica", func() bool {
@@ -115,14 +115,14 @@ type release struct {
 const releaseIdentity = "spiffe://cluster.local/ns/test/collapser/hello"
 
 // newRelease makes a release's CA.
-func newRelease(t *testing.T) *release {
+func newRelease(t testing.TB) *release {
 	return &release{ca: testkit.NewCA(t, "release CA"), dir: t.TempDir()}
 }
 
 // certify issues a replica a certificate of identity ("" for the
 // release's) in a directory of its own, and sets c to use it between
 // replicas.
-func (r *release) certify(t *testing.T, c *config.Settings, identity ...string) testkit.CertFiles {
+func (r *release) certify(t testing.TB, c *config.Settings, identity ...string) testkit.CertFiles {
 	t.Helper()
 	id := releaseIdentity
 	if len(identity) > 0 {
