@@ -39,9 +39,10 @@ func serve(ctx context.Context, cfg config, lis *listeners, logger *slog.Logger)
 		return errors.Join(err, lis.close())
 	}
 	var opts []grpc.ServerOption
-	var interceptor *collapser.Collapser // nil: no interceptor
-	collapserReg := metrics.NewRegistry()
+	var interceptor *collapser.Collapser  // nil: no interceptor
+	var collapserReg *prometheus.Registry // the interceptor's metrics
 	if cfg.collapse {
+		collapserReg = metrics.NewRegistry()
 		if interceptor, err = newCollapser(cfg.collapser, collapserReg, logger); err != nil {
 			return errors.Join(err, lis.close())
 		}
