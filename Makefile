@@ -9,6 +9,7 @@
 #   make load                        # load benchmarks through the whole sidecar
 #   make bench-peers                 # collapser vs direct, nginx grpc_pass and a plain Go proxy
 #   make e2e                         # kind cluster + chart + Terratest (see scripts/e2e.sh)
+#   make rollout-load                # on kind: the backend calls a rolling restart adds
 #   make help                        # every target, grouped
 #
 # Longer logic lives in scripts/; every recipe here is one line.
@@ -178,10 +179,13 @@ cluster-down: ## Delete the kind cluster.
 e2e: ## End-to-end tests on a kind cluster (KIND_NODE_IMAGE, KIND_OFFLINE_DIR: see scripts/e2e.sh).
 	./scripts/e2e.sh
 
+rollout-load: ## On kind: what a rolling restart of three replicas under a steady load on many keys costs the backends (not in CI; test/README.md).
+	E2E_RUN='^TestRolloutLoadOnKind$$' E2E_PROMETHEUS=0 ./scripts/e2e.sh
+
 ################################################################################
 ##@ Demo
 
 local-demo: build ## Run hello-backend + collapser on loopback and send demo bursts.
 	./scripts/local-demo.sh
 
-.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-app-version verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy deploy-injector demo grafana cluster-down e2e local-demo
+.PHONY: help build clean test bench load bench-peers fuzz lint fmt generate verify-generated dashboards verify-dashboards verify-links verify-modules verify-tracked verify-readme verify-app-version verify-scripts verify images images-gobuild prometheus-image tools chart-lint chart-docs verify-chart-docs chart-install cluster deploy deploy-injector demo grafana cluster-down e2e rollout-load local-demo

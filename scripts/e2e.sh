@@ -8,6 +8,7 @@
 #   E2E_REPLACE_CLUSTER=1  delete the cluster KIND_CLUSTER first if it exists
 #   KIND_CLUSTER, E2E_REUSE_CLUSTER, E2E_IMAGE_TAG: see test/e2e/doc.go
 #   E2E_PROMETHEUS     1 (default): install and check the chart's Prometheus
+#   E2E_RUN            the tests to run (go test -run; default: make e2e's two)
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,4 +29,4 @@ fi
 
 echo "==> go test ./e2e/ (node image: ${KIND_NODE_IMAGE:-kind default})"
 cd test
-COLLAPSER_E2E=1 KIND="${root}/bin/kind" go test -count=1 -timeout 45m -v -run '^(TestCollapserOnKind|TestTracesOnKind)$' ./e2e/
+COLLAPSER_E2E=1 KIND="${root}/bin/kind" go test -count=1 -timeout 45m -v -run "${E2E_RUN:-^(TestCollapserOnKind|TestTracesOnKind)\$}" ./e2e/

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,8 @@ type burstSpec struct {
 	concurrency   int // at most this many in flight; 0 or more than requests = all at once
 	name          string
 	distinct      bool        // request n is named name-n
+	rate          int         // requests per second of a steady load (sendSteady); 0: a burst
+	keys          int         // a steady load's request n is named name-(n modulo keys); 0: none
 	authorization string      // "" = no authorization header
 	stream        *streamSpec // nil: SayHello calls
 	timeout       time.Duration
@@ -73,7 +74,7 @@ func sendBurst(ctx context.Context, clients []hellov1.GreeterClient, spec burstS
 				p.sent.Add(1)
 				req := same
 				if spec.distinct {
-					req = &hellov1.HelloRequest{Name: spec.name + "-" + strconv.FormatInt(i, 10)}
+					req = &hellov1.HelloRequest{Name: spec.nameOf(int(i))}
 				}
 				if spec.stream != nil {
 					results[i] = streamHellos(ctx, client, req, *spec.stream, spec.timeout)

@@ -61,19 +61,22 @@ func newMetricsCounter(raw string) (metricsCounter, error) {
 func (c metricsCounter) count(ctx context.Context, method string) (int64, error) {
 	addrs, err := backendAddresses(ctx, c.url.Hostname())
 	if err != nil {
-		return 0, fmt.Errorf("read %s count from backend metrics %s: %w", method, c.raw, err)
+		return 0, c.readError(method, err)
 	}
 	var sum int64
 	for _, addr := range addrs {
-		u := *c.url
-		u.Host = net.JoinHostPort(addr, c.url.Port())
-		n, err := c.countAt(ctx, u.String(), method)
+		n, err := c.countAt(ctx, c.at(addr), method)
 		if err != nil {
 			return 0, err
 		}
 		sum += n
 	}
 	return sum, nil
+}
+
+// readError is the error of a count of method that found no backend.
+func (c metricsCounter) readError(method string, err error) error {
+	return fmt.Errorf("read %s count from backend metrics %s: %w", method, c.raw, err)
 }
 
 // backendAddresses resolves host to the addresses of its backends.

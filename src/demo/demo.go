@@ -1,8 +1,9 @@
 // Package demo sends bursts of identical SayHello requests (StreamHellos
-// calls with Config.Stream) to a target (the collapser sidecar, or the hello
-// backend itself) and reports what happened: errors, latencies, and how many
-// calls the backend really served, read from the backend's own Stats service
-// or metrics before and after the bursts.
+// calls with Config.Stream), or a steady load over many keys (Config.Rate),
+// to a target (the collapser sidecar, or the hello backend itself) and
+// reports what happened: errors, latencies, and how many calls the backend
+// really served, read from the backend's own Stats service or metrics
+// before and after the bursts (during a steady load, every second: tally).
 package demo
 
 import (
@@ -45,8 +46,21 @@ type Config struct {
 	// hello_requests_total instead: for a backend whose gRPC port only its
 	// sidecar can reach, as the chart runs it.
 	BackendMetrics string
-	// Requests is how many requests each burst sends; it must be positive.
+	// Requests is how many requests each burst sends; it must be positive
+	// unless Rate is set.
 	Requests int
+	// Rate, when positive, makes the run a steady load instead of bursts:
+	// Rate requests per second for Duration (Requests is then Rate times
+	// Duration), sent on time whatever their latency, at most Concurrency
+	// in flight. With BackendMetrics, the backends' counts are read every
+	// second during the load, so that backends that come and go meanwhile
+	// (a rolling restart) are all counted (tally).
+	Rate int
+	// Duration is how long a steady load (Rate) lasts.
+	Duration time.Duration
+	// Keys, with Rate, spreads the load over that many keys: request n is
+	// named Name-<n modulo Keys>. 0: every request is named Name.
+	Keys int
 	// Concurrency is how many requests of a burst are in flight at most;
 	// 0 = all of them at once.
 	Concurrency int
@@ -90,8 +104,20 @@ func (c *Config) validate() error {
 	if (c.Backend == "") == (c.BackendMetrics == "") {
 		errs = append(errs, errors.New("set exactly one of backend and backend metrics URL"))
 	}
-	if c.Requests <= 0 {
+	switch {
+	case c.Rate < 0:
+		errs = append(errs, fmt.Errorf("rate must not be negative, got %d", c.Rate))
+	case c.Rate > 0 && c.Duration <= 0:
+		errs = append(errs, fmt.Errorf("a steady load (rate %d) needs a positive duration, got %s", c.Rate, c.Duration))
+	case c.Rate > 0 && (c.Stream || c.SecondAuthorization != ""):
+		errs = append(errs, errors.New("a steady load (rate) sends SayHello calls of one credential: no stream, no second authorization"))
+	case c.Rate == 0 && c.Requests <= 0:
 		errs = append(errs, fmt.Errorf("requests must be positive, got %d", c.Requests))
+	case c.Rate == 0 && (c.Keys != 0 || c.Duration != 0):
+		errs = append(errs, errors.New("keys and duration are those of a steady load: set rate too"))
+	}
+	if c.Keys < 0 {
+		errs = append(errs, fmt.Errorf("keys must not be negative, got %d", c.Keys))
 	}
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("concurrency must not be negative, got %d", c.Concurrency))
@@ -124,6 +150,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
 	}
+	if cfg.Rate > 0 {
+		cfg.Requests = int(int64(cfg.Rate) * int64(cfg.Duration) / int64(time.Second))
+	}
 	conns, err := dial(ctx, cfg.Target, cfg.Backend, cfg.connections(), cmp.Or(cfg.ConnectTimeout, DefaultConnectTimeout))
 	if err != nil {
 		return nil, err
@@ -139,31 +168,31 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Stream {
 		method = hellov1.Greeter_StreamHellos_FullMethodName
 	}
-	before, err := backend.count(ctx, method)
-	if err != nil {
-		return nil, err
-	}
-
 	specs := cfg.bursts()
 	p := &progress{}
 	p.total.Store(int64(len(specs) * cfg.Requests))
-	stopProgress := startProgress(cfg.Progress, cfg.ProgressInterval, p)
 	results := make([][]result, len(specs))
 	durations := make([]time.Duration, len(specs))
 	greeters := make([]hellov1.GreeterClient, len(conns.targets))
 	for i, conn := range conns.targets {
 		greeters[i] = hellov1.NewGreeterClient(conn)
 	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i, spec := range specs {
-		wg.Go(func() { results[i], durations[i] = sendBurst(ctx, greeters, spec, p) })
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	stopProgress()
-
-	after, err := backend.count(ctx, method)
+	var elapsed time.Duration
+	calls, err := measure(ctx, &cfg, backend, method, func() {
+		stopProgress := startProgress(cfg.Progress, cfg.ProgressInterval, p)
+		defer stopProgress()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i, spec := range specs {
+			send := sendBurst
+			if spec.rate > 0 {
+				send = sendSteady
+			}
+			wg.Go(func() { results[i], durations[i] = send(ctx, greeters, spec, p) })
+		}
+		wg.Wait()
+		elapsed = time.Since(start)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +202,31 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		bursts[i] = summarise(hello.Caller(spec.authorization), spec.stream != nil, results[i], durations[i])
 		latencies = append(latencies, okLatencies(results[i])...)
 	}
-	return newReport(method, bursts, after-before, elapsed, latencies), nil
+	return newReport(method, bursts, calls, elapsed, latencies), nil
+}
+
+// measure runs send and returns the backend's count of method over it:
+// for a steady load read from the backends' metrics, a tally of every
+// backend that served during it; otherwise the count after less the count
+// before.
+func measure(ctx context.Context, cfg *Config, backend counter, method string, send func()) (int64, error) {
+	if m, ok := backend.(metricsCounter); ok && cfg.Rate > 0 {
+		t, err := newTally(ctx, m, method)
+		if err != nil {
+			return 0, err
+		}
+		return t.during(ctx, send), nil
+	}
+	before, err := backend.count(ctx, method)
+	if err != nil {
+		return 0, err
+	}
+	send()
+	after, err := backend.count(ctx, method)
+	if err != nil {
+		return 0, err
+	}
+	return after - before, nil
 }
 
 // connections returns how many target connections the run uses.
@@ -193,7 +246,8 @@ func (c *Config) connections() int {
 
 // bursts returns the bursts cfg asks for, the first one first.
 func (c *Config) bursts() []burstSpec {
-	first := burstSpec{requests: c.Requests, concurrency: c.Concurrency, name: c.Name, distinct: c.Distinct, authorization: c.Authorization, timeout: c.Timeout}
+	first := burstSpec{requests: c.Requests, concurrency: c.Concurrency, name: c.Name, distinct: c.Distinct,
+		rate: c.Rate, keys: c.Keys, authorization: c.Authorization, timeout: c.Timeout}
 	if c.Stream {
 		first.stream = &streamSpec{messages: c.StreamMessages, intervalMs: c.StreamIntervalMs}
 	}

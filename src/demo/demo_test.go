@@ -174,6 +174,11 @@ func TestRun_RejectsInvalidConfig(t *testing.T) {
 		{"zero requests", Config{Target: "t", Backend: "b"}, "requests must be positive"},
 		{"negative concurrency", Config{Target: "t", Backend: "b", Requests: 1, Concurrency: -1}, "concurrency"},
 		{"negative timeout", Config{Target: "t", Backend: "b", Requests: 1, Timeout: -time.Second}, "timeout"},
+		{"negative rate", Config{Target: "t", Backend: "b", Rate: -1}, "rate must not be negative"},
+		{"rate without duration", Config{Target: "t", Backend: "b", Rate: 10}, "needs a positive duration"},
+		{"steady stream", Config{Target: "t", Backend: "b", Rate: 10, Duration: time.Second, Stream: true, StreamMessages: 1}, "no stream"},
+		{"keys without rate", Config{Target: "t", Backend: "b", Requests: 1, Keys: 3}, "set rate too"},
+		{"negative keys", Config{Target: "t", Backend: "b", Rate: 10, Duration: time.Second, Keys: -1}, "keys must not be negative"},
 	}
 	for _, tt := range tests {
 		_, err := Run(testkit.Context(t), tt.cfg)

@@ -81,6 +81,14 @@ func runClientPodE(t *testing.T, s settings, kubectl *k8s.KubectlOptions, name s
 // with the logs of its containers that ran. It reports failures as its
 // error, for a run on a goroutine of its own.
 func runPodE(t *testing.T, kubectl *k8s.KubectlOptions, pod *corev1.Pod) (podResult, error) {
+	return runPodForE(t, kubectl, pod, podBound)
+}
+
+// podBound bounds the wait for a run-once pod to end.
+const podBound = 3 * time.Minute
+
+// runPodForE is runPodE, waiting up to bound for the pod to end.
+func runPodForE(t *testing.T, kubectl *k8s.KubectlOptions, pod *corev1.Pod, bound time.Duration) (podResult, error) {
 	clientset, err := k8s.GetKubernetesClientFromOptionsE(t, kubectl)
 	if err != nil {
 		return podResult{}, err
@@ -93,7 +101,7 @@ func runPodE(t *testing.T, kubectl *k8s.KubectlOptions, pod *corev1.Pod) (podRes
 		return podResult{}, fmt.Errorf("create pod %s: %w", name, err)
 	}
 	initFailed := false
-	code, err := retry.DoWithRetryE(t, "pod "+name+" ends", 90, 2*time.Second, func() (string, error) {
+	code, err := retry.DoWithRetryE(t, "pod "+name+" ends", int(bound/(2*time.Second)), 2*time.Second, func() (string, error) {
 		p, err := k8s.GetPodE(t, kubectl, name)
 		if err != nil {
 			return "", err

@@ -4,7 +4,10 @@
 // the backend's own Stats service (or, with --backend-metrics, its metrics),
 // and the collapse ratio.
 // With --second-authorization a second burst with another credential runs at
-// the same time, showing replies are never shared across credentials. It
+// the same time, showing replies are never shared across credentials. With
+// --rate it sends a steady load over --keys keys for --duration instead, and
+// counts the calls of every backend that served it, pods that came and went
+// during a rollout included. It
 // exits non-zero when an address is still unreachable after --connect-timeout,
 // a request fails or a reply names the wrong caller. Run it with -h for its flags.
 package main

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 )
 
 func TestParseOptions_BackendMetricsReplacesTheStatsAddress(t *testing.T) {
@@ -19,5 +20,12 @@ func TestParseOptions_BackendMetricsReplacesTheStatsAddress(t *testing.T) {
 		if err != nil || o.demo.Backend != tt.backend || o.demo.BackendMetrics != tt.byMetrics {
 			t.Errorf("parseOptions(%q) = backend %q, metrics %q, %v; want %q, %q", tt.args, o.demo.Backend, o.demo.BackendMetrics, err, tt.backend, tt.byMetrics)
 		}
+	}
+}
+
+func TestParseOptions_RateMakesASteadyLoadOverKeys(t *testing.T) {
+	o, err := parseOptions([]string{"--rate", "500", "--duration", "2m", "--keys", "400"}, io.Discard, io.Discard)
+	if err != nil || o.demo.Rate != 500 || o.demo.Duration != 2*time.Minute || o.demo.Keys != 400 {
+		t.Errorf("parseOptions = rate %d, duration %s, keys %d, %v; want 500, 2m, 400", o.demo.Rate, o.demo.Duration, o.demo.Keys, err)
 	}
 }
