@@ -145,6 +145,9 @@ func burstExpectations(burst *demo.Report, truth int64, bucket [2]float64) []exp
 		expect("Answers/s by freshness source", sawRate("A", backend), labelValues("A", "source", "backend", "backend_capped", "policy")),
 		// Nobody purged: the series are there, at 0.
 		expect("Purges/s and answers purged/s", hasSeries("A", "B"), peakIs("A", 0), peakIs("B", 0)),
+		// Every call of the burst joined its one backend call: no answer
+		// was read past its early refresh. The series are there, at 0.
+		expect("Background refreshes/s by reason", labelValues("A", "reason", "early", "purge", "stale"), peakIs("A", 0)),
 		expect("Policy file", total(source{"a sidecar that started on its policy file", 1})),
 		// The release has no injector: the injector is a release of its own,
 		// installed with the README's command (deployInjector), whose own
