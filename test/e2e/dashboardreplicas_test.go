@@ -129,6 +129,7 @@ func onePodExpectations(burst *demo.Report, truth int64) []expectation {
 		expect("Forwarded methods", noSeries("A")),
 		expect("Leases each pod holds", noSeries("A", "B")),
 		expect("Lease lapses", total(none)),
+		expect("Keys taken over/s by result", noSeries("A")),
 	}
 }
 

@@ -2,6 +2,7 @@ package collapse
 
 import (
 	"sync"
+	"time"
 
 	"github.com/collapser/collapser/src/internal/expiryheap"
 	"github.com/collapser/collapser/src/internal/heapsize"
@@ -35,9 +36,15 @@ func (g *Group[V]) complete(e *entry[V]) {
 		}
 	}
 	// A copy lives out what is left of its original, which its own cache
-	// jitters and refreshes (refresh.go).
+	// jitters and refreshes (refresh.go); a result handed over is this
+	// cache's own, jittered and due for its refresh where it was.
 	original := e.err == nil && (g.copied == nil || !g.copied(e.val))
-	if original {
+	var handedRefresh time.Duration
+	handed := false
+	if original && g.handed != nil {
+		handedRefresh, handed = g.handed(e.val)
+	}
+	if original && !handed {
 		w.TTL = jittered(w.TTL, e.opts.TTLJitter, e.hash)
 	}
 	var size int64
@@ -66,7 +73,11 @@ func (g *Group[V]) complete(e *entry[V]) {
 		switch {
 		case keep && !e.detached && g.admit(s, e, size, now, w):
 			e.pass = false
-			if original && e.opts.EarlyRefresh {
+			switch {
+			case !original || !e.opts.EarlyRefresh:
+			case handed && handedRefresh > 0:
+				e.refresh = now + int64(handedRefresh)
+			case !handed:
 				e.refresh = g.refreshPoint(e.hash, now, w.TTL)
 			}
 		case private && !e.detached:

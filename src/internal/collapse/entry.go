@@ -130,6 +130,13 @@ func (e *entry[V]) left(now int64) Windows {
 	if e.refresh != 0 {
 		fresh = min(fresh, e.refresh)
 	}
+	return e.until(now, fresh)
+}
+
+// until returns what is left at now of the windows of e, were it fresh
+// until fresh. The caller holds e.shard.mu, or e is done and out of the
+// map.
+func (e *entry[V]) until(now, fresh int64) Windows {
 	from := max(now, fresh) // the stale windows start when it goes stale
 	return Windows{
 		TTL:                  time.Duration(from - now),

@@ -27,6 +27,7 @@ type Group[V any] struct {
 	private       func(V) bool
 	declared      func(V) (Windows, bool)
 	copied        func(V) bool
+	handed        func(V) (time.Duration, bool)
 	passTTL       time.Duration
 	pace          pace
 	slots         *semaphore.Weighted // nil: calls are not bounded
@@ -61,6 +62,7 @@ func New[V any](opts Options[V]) *Group[V] {
 		private:       opts.Private,
 		declared:      opts.Declared,
 		copied:        opts.Copied,
+		handed:        opts.Handed,
 		passTTL:       cmp.Or(opts.PassTTL, DefaultPassTTL),
 		seed:          maphash.MakeSeed(),
 	}

@@ -2,6 +2,7 @@ package collapse
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -134,4 +135,18 @@ func times(t *testing.T, g *Group[string], key string) (fresh, refresh int64) {
 		t.Fatalf("no result held for %q", key)
 	}
 	return e.fresh, e.refresh
+}
+
+// refreshedKey loads keys k0, k1, ... into g with opts, each answered v
+// (and counted in calls, when not nil), until one's first result is due
+// for its early refresh after after, and returns that key.
+func refreshedKey(t *testing.T, g *Group[string], opts *CallOptions, v string, calls *atomic.Int64, after int64) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		k := fmt.Sprint("k", i)
+		do(g, k, opts, value(v, calls))
+		if _, refresh := times(t, g, k); refresh > after {
+			return k
+		}
+	}
 }

@@ -70,6 +70,12 @@ type Options[V any] struct {
 	// left of it (what Declared says), neither jittered nor refreshed early
 	// here. Nil: no value is.
 	Copied func(V) bool
+	// Handed reports whether a value is a result another cache handed over
+	// (Peek, handoff.go), and when its early refresh is due from now (0:
+	// none): it is this cache's own from then on, refreshed early here,
+	// but it lives out what is left of it (what Declared says), not
+	// jittered again. Nil: no value is.
+	Handed func(V) (refreshIn time.Duration, ok bool)
 	// SoftPurgeRate paces the refreshes of the results one soft
 	// PurgeMatching takes back: at most this many per second (each result
 	// is served stale until its turn). 0: all at once.

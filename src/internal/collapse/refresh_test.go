@@ -17,14 +17,7 @@ func TestGroup_EarlyRefreshRefreshesAResultStillReadOnceOnItsGrid(t *testing.T) 
 	opts := &CallOptions{TTL: ttl, EarlyRefresh: true}
 	var calls atomic.Int64
 	// A key whose grid point falls inside its first result's life.
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprint("k", i)
-		do(g, k, opts, value("old", &calls))
-		if _, refresh := times(t, g, k); refresh != 0 {
-			key = k
-		}
-	}
+	key := refreshedKey(t, g, opts, "old", &calls, 0)
 	calls.Store(0)
 	fresh, refresh := times(t, g, key)
 	if refresh <= 0 || refresh >= fresh || fresh != int64(ttl) {
@@ -144,14 +137,7 @@ func TestGroup_CopiesAreNeitherJitteredNorRefreshedEarly(t *testing.T) {
 func TestGroup_AFailedEarlyRefreshLeavesTheResultFreshUntilItsEnd(t *testing.T) {
 	g, clock := newTestGroup(t, Options[string]{})
 	opts := &CallOptions{TTL: time.Second, EarlyRefresh: true}
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprint("k", i)
-		do(g, k, opts, value("old", nil))
-		if _, refresh := times(t, g, k); refresh != 0 {
-			key = k
-		}
-	}
+	key := refreshedKey(t, g, opts, "old", nil, 0)
 	fresh, refresh := times(t, g, key)
 	clock.Store(refresh)
 	var calls atomic.Int64
@@ -173,14 +159,7 @@ func TestGroup_AFailedEarlyRefreshLeavesTheResultFreshUntilItsEnd(t *testing.T) 
 func TestGroup_ACopyIsFreshUntilTheOriginalsEarlyRefreshIsDue(t *testing.T) {
 	g, clock := newTestGroup(t, Options[string]{})
 	opts := &CallOptions{TTL: time.Second, StaleWhileRevalidate: time.Second, EarlyRefresh: true}
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprint("k", i)
-		do(g, k, opts, value("v", nil))
-		if _, refresh := times(t, g, k); refresh != 0 {
-			key = k
-		}
-	}
+	key := refreshedKey(t, g, opts, "v", nil, 0)
 	fresh, refresh := times(t, g, key)
 	clock.Store(refresh / 2)
 	var c Copy

@@ -55,6 +55,7 @@ type Recorder struct {
 	streamRequests  *prometheus.CounterVec
 	freshness       *prometheus.CounterVec
 	refreshes       *prometheus.CounterVec
+	handoffs        *prometheus.CounterVec
 	purges          *prometheus.CounterVec
 	purgedEntries   *prometheus.CounterVec
 }
@@ -106,6 +107,9 @@ func NewRecorder(o Options) *Recorder {
 		refreshes: counterVec("collapser_refreshes_total",
 			"Background calls that refreshed a kept answer of a collapsed unary method, by method and why (reason: early, an answer still read refreshed before its TTL ended, at a time drawn from its key; stale, an answer past its TTL served stale meanwhile; purge, an answer a soft purge of a method or tag took back, in its turn at COLLAPSER_SOFT_PURGE_RATE). Nobody waits for them. With peers only a key's owner refreshes it.",
 			"method", "reason"),
+		handoffs: counterVec("collapser_handoffs_total",
+			"Keys this replica took over when it joined the ring, whose previous owner it asked for the answer it held before making a call, by method and result (taken: the answer was handed over, no backend call made; none: the previous owner held no fresh answer; failed: it could not be asked). Asked for the first call of a unary method's key, for a short while after joining.",
+			"method", "result"),
 		purges: counterVec("collapser_purges_total",
 			"Purges this sidecar made, asked through the admin service or by a write's success (policy invalidates), by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback; partial: some replica not reached). With peers each is counted once, on the replica that took it to the others.",
 			"kind", "mode", "result"),
@@ -141,7 +145,7 @@ func (s *Recorder) startAtZero() {
 func (s *Recorder) counters() []prometheus.Collector {
 	return []prometheus.Collector{
 		s.requests, s.backendCalls, s.backendDuration, s.reloads, s.reloadOK, s.peerCalls,
-		s.peerFallbacks, s.peerRequests, s.streamRequests, s.freshness, s.refreshes, s.purges, s.purgedEntries,
+		s.peerFallbacks, s.peerRequests, s.streamRequests, s.freshness, s.refreshes, s.handoffs, s.purges, s.purgedEntries,
 	}
 }
 
@@ -195,6 +199,12 @@ func (s *Recorder) ObservePeerCall(method, owner string, code codes.Code, fellBa
 // (proxy.FreshnessPolicy, FreshnessBackend or FreshnessCapped).
 func (s *Recorder) ObserveFreshness(method, source string) {
 	s.freshness.WithLabelValues(s.methods.Label(method), source).Inc()
+}
+
+// ObserveHandoff counts one previous owner asked for a key's answer, by
+// result (proxy.HandoffTaken, HandoffNone or HandoffFailed).
+func (s *Recorder) ObserveHandoff(method, result string) {
+	s.handoffs.WithLabelValues(s.methods.Label(method), result).Inc()
 }
 
 // ObserveRefresh counts one background refresh, for reason
@@ -257,8 +267,11 @@ func (s *Recorder) touch(method string, r policy.Rule, peers bool) {
 		for _, owner := range []string{proxy.OwnerSelf, proxy.OwnerPeer} {
 			s.peerCalls.WithLabelValues(method, owner, ok)
 		}
-		if r.Action == policy.Collapse { // streams are always forwarded
+		if r.Action == policy.Collapse { // streams are always forwarded, and handed over by none
 			s.peerCalls.WithLabelValues(method, proxy.OwnerKept, ok)
+			for _, result := range proxy.HandoffResults {
+				s.handoffs.WithLabelValues(method, result)
+			}
 		}
 		s.peerFallbacks.WithLabelValues(method, codes.Unavailable.String())
 	}

@@ -18,6 +18,12 @@
 // call to its own peer port. Every replica keeps asking ring_hash, so they
 // agree on each key's owner whenever they see the same replicas.
 //
+// When the replicas change, keys move: to a replica that joins, and, as
+// ring_hash's ring is shared out again, between the others. Each Ring keeps
+// a second connection whose ring is the replicas as they were before the
+// last change (previous.go), through which, for HandoffWindow, a key's new
+// owner asks its previous owner for the answer it holds (Previous).
+//
 // Membership comes from a gRPC resolver: dns:/// for a headless Service, or
 // a fixed list of addresses. The balancer has the resolver resolve again
 // every ResolveInterval, and grpc-go resolves again when a connection is
@@ -33,6 +39,7 @@ package peers
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -77,10 +84,15 @@ const (
 	// answer for, so that a forwarder keeps its copy no longer (the
 	// answer's age travels with it, as RFC 9111's Age does for HTTP).
 	LifeHeader = "collapser-peer-life"
+	// HandoffHeader marks a call that asks a key's previous owner for the
+	// answer it holds (Ring.Previous): it is answered from that replica's
+	// cache or not at all, never with a backend call. On the answer, the
+	// trailer says when the answer is due for its early refresh.
+	HandoffHeader = "collapser-peer-handoff"
 )
 
 // Headers lists the headers above.
-var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader, RefreshHeader, TokenHeader, LifeHeader}
+var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader, RefreshHeader, TokenHeader, LifeHeader, HandoffHeader}
 
 // Defaults and fixed settings of peer connections.
 const (
@@ -92,6 +104,13 @@ const (
 	// start-up with dns.SetMinResolutionInterval): one DNS query per
 	// replica every 2 s.
 	ResolveInterval = 2 * time.Second
+	// HandoffWindow is how long after the replicas changed (one joined or
+	// left) a replica asks a key's previous owner (Ring.Previous) before
+	// it makes a call for a key it owns: the keys it took over were read
+	// on the previous owner until then, and their hot answers are read
+	// again within seconds; past the window, a miss is a key nobody read
+	// since, which the previous owner does not hold either.
+	HandoffWindow = 30 * time.Second
 	// keepaliveTime and keepaliveTimeout detect a peer that has gone without
 	// closing its connection: its calls fail and fall back.
 	keepaliveTime    = 10 * time.Second
@@ -115,6 +134,11 @@ var reconnect = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.
 type Ring struct {
 	*grpc.ClientConn
 	view *view
+	// previous is the ring of the replicas before they last changed
+	// (Previous), which last makes.
+	previous     *grpc.ClientConn
+	previousView *view
+	last         *lastRing
 }
 
 // Dial returns the connection to the peers at target: a gRPC target with a
@@ -129,7 +153,30 @@ func Dial(target, listen string, extra ...grpc.DialOption) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &view{id: rand.Text(), isSelf: isSelf}
+	// The previous ring first: the main one's resolutions make its own.
+	last := newLastRing()
+	previous, err := dialRing(previousScheme+":///peers", &view{id: rand.Text(), isSelf: isSelf},
+		append(extra[:len(extra):len(extra)], grpc.WithResolvers(last.resolver)))
+	if err != nil {
+		return nil, err
+	}
+	all, err := dialRing(target, &view{id: rand.Text(), isSelf: isSelf, previous: last}, extra)
+	if err != nil {
+		previous.Close()
+		return nil, err
+	}
+	return &Ring{ClientConn: all.ClientConn, view: all.view, previous: previous.ClientConn, previousView: previous.view, last: last}, nil
+}
+
+// ringConn is a connection to the replicas under the view of its ring.
+type ringConn struct {
+	*grpc.ClientConn
+	view *view
+}
+
+// dialRing connects to the replicas at target under the ring balancer,
+// which tells v what it does.
+func dialRing(target string, v *view, extra []grpc.DialOption) (ringConn, error) {
 	opts := append(connOptions(),
 		grpc.WithDefaultServiceConfig(serviceConfig(v.id)),
 		// The resolver's service config is not looked up (ours is the default
@@ -144,7 +191,7 @@ func Dial(target, listen string, extra ...grpc.DialOption) (*Ring, error) {
 	if !strings.Contains(target, "://") {
 		addrs, err := parseList(target)
 		if err != nil {
-			return nil, err
+			return ringConn{}, err
 		}
 		r := manual.NewBuilderWithScheme(staticScheme)
 		r.InitialState(resolver.State{Endpoints: addrs})
@@ -155,11 +202,17 @@ func Dial(target, listen string, extra ...grpc.DialOption) (*Ring, error) {
 	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		views.Delete(v.id)
-		return nil, fmt.Errorf("peers %s: %w", target, err)
+		return ringConn{}, fmt.Errorf("peers %s: %w", target, err)
 	}
 	// Resolve now, so that the ring knows its replicas before the first call.
 	cc.Connect()
-	return &Ring{ClientConn: cc, view: v}, nil
+	return ringConn{ClientConn: cc, view: v}, nil
+}
+
+// Close closes the connection and forgets its view.
+func (c ringConn) Close() error {
+	defer views.Delete(c.view.id)
+	return c.ClientConn.Close()
 }
 
 // Owns reports whether this replica owns the key with hash (KeyHash), by
@@ -173,10 +226,29 @@ func (r *Ring) Owns(hash string) bool { return r.view.owns(hash) }
 // included.
 func (r *Ring) Members() int { return int(r.view.members.Load()) }
 
-// Close closes the connection.
+// Previous returns the connection that reaches the owner the key with
+// hash had before the replicas last changed, for a while after they did
+// (HandoffWindow): the ring of the replicas as they were, on a connection
+// of its own (for a replica that has just joined, the ring the others had
+// before it came). It returns nil when that owner is this replica itself
+// (the key did not move), when the replicas have not changed since this
+// replica started, when its connection is not
+// and once the window has passed. A call on it waits for the owner's
+// connection when it is being made (the ring connects to a replica when a
+// call first needs it), and fails at once when it failed (the owner left).
+func (r *Ring) Previous(hash string) grpc.ClientConnInterface {
+	if !r.last.recent() {
+		return nil
+	}
+	if v := r.previousView; v.owns(hash) {
+		return nil
+	}
+	return r.previous
+}
+
+// Close closes the connections.
 func (r *Ring) Close() error {
-	defer views.Delete(r.view.id)
-	return r.ClientConn.Close()
+	return errors.Join(ringConn{r.ClientConn, r.view}.Close(), ringConn{r.previous, r.previousView}.Close())
 }
 
 // connOptions are the options of every connection to peers but their

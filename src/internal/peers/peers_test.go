@@ -43,7 +43,7 @@ func servePeers(t *testing.T, n int) []string {
 }
 
 // owner returns the address a call with key's hash reaches over cc.
-func owner(t *testing.T, cc *grpc.ClientConn, key string) string {
+func owner(t *testing.T, cc grpc.ClientConnInterface, key string) string {
 	t.Helper()
 	ctx := metadata.AppendToOutgoingContext(testkit.Context(t), HashHeader, KeyHash(key))
 	var p peer.Peer

@@ -37,6 +37,10 @@ type view struct {
 	id string
 	// isSelf reports whether a peer address is this replica's own listener.
 	isSelf func(addr string) bool
+	// previous, on a Ring's main view, is told each of its resolutions,
+	// and makes the Ring's previous ring of them (previous.go); nil on the
+	// previous ring's own view.
+	previous *lastRing
 	// picker is the balancer's latest picker; nil while it has none (before
 	// the first resolution, after it closed).
 	picker atomic.Pointer[balancer.Picker]
@@ -54,22 +58,32 @@ type view struct {
 // no peers): the call then goes through the connection, whose own pick
 // decides.
 func (v *view) owns(hash string) bool {
+	sc, ok := v.pick(hash)
+	return ok && v.isSelfConn(sc)
+}
+
+// pick returns the connection ring_hash picks for a call of the key with
+// hash (KeyHash), ready for the call; false when it has none ready.
+func (v *view) pick(hash string) (balancer.SubConn, bool) {
 	p := v.picker.Load()
 	if p == nil {
-		return false
+		return nil, false
 	}
 	ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{HashHeader: {hash}})
 	res, err := (*p).Pick(balancer.PickInfo{Ctx: ctx})
 	if err != nil {
-		return false
+		return nil, false
 	}
 	if res.Done != nil {
 		res.Done(balancer.DoneInfo{}) // no call is made on this pick
 	}
-	if self := v.self.Load(); self != nil {
-		return slices.Contains(*self, res.SubConn)
-	}
-	return false
+	return res.SubConn, true
+}
+
+// isSelfConn reports whether sc reaches this replica itself.
+func (v *view) isSelfConn(sc balancer.SubConn) bool {
+	self := v.self.Load()
+	return self != nil && slices.Contains(*self, sc)
 }
 
 // addSelf records a SubConn to this replica itself; dropSelf forgets it
@@ -186,6 +200,9 @@ func (b *ringBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		return fmt.Errorf("%s: config %T is not its own", balancerName, s.BalancerConfig)
 	}
 	b.view.Store(cfg.view)
+	if last := cfg.view.previous; last != nil {
+		last.follow(s.ResolverState)
+	}
 	n := len(s.ResolverState.Endpoints)
 	if n == 0 {
 		n = len(s.ResolverState.Addresses)

@@ -3,12 +3,10 @@ package peers
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/collapser/collapser/src/internal/testkit"
 )
@@ -78,6 +76,9 @@ func TestRing_OwnsExactlyTheKeysGRPCsPickSendsToItself(t *testing.T) {
 		if n := r.Members(); n != 3 {
 			t.Errorf("ring %d: Members = %d, want 3", i, n)
 		}
+		if r.Previous(KeyHash("key-0")) != nil {
+			t.Errorf("ring %d: Previous is a connection, though its replicas never changed", i)
+		}
 	}
 }
 
@@ -94,45 +95,37 @@ func TestRing_AReplicaThatDoesNotKnowItselfOwnsNothing(t *testing.T) {
 	}
 }
 
-// manualRings returns one Ring per address over a manual resolver each,
-// with state, for the test to change their replicas.
-func manualRings(t *testing.T, addrs []string, state resolver.State) ([]*Ring, []*manual.Resolver) {
+// resolvedRings returns one Ring per address over a resolver each, with
+// state, for the test to change their replicas.
+func resolvedRings(t *testing.T, addrs []string, state resolver.State) ([]*Ring, []*testkit.Resolver) {
 	t.Helper()
 	var rings []*Ring
-	var resolvers []*manual.Resolver
+	var resolvers []*testkit.Resolver
 	for i, self := range addrs {
-		mr := manual.NewBuilderWithScheme(fmt.Sprint("ringtest", i))
-		mr.InitialState(state)
-		r, err := Dial(mr.Scheme()+":///peers", self, plain, grpc.WithResolvers(mr))
+		tr := testkit.NewResolver(fmt.Sprint("ringtest", i), state)
+		r, err := Dial(tr.Scheme()+":///peers", self, plain, grpc.WithResolvers(tr))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
 		rings = append(rings, r)
-		resolvers = append(resolvers, mr)
+		resolvers = append(resolvers, tr)
 	}
 	return rings, resolvers
 }
 
-func endpoints(addrs []string) resolver.State {
-	var s resolver.State
-	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
-	}
-	return s
-}
-
 func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T) {
 	addrs := servePeers(t, 4)
-	rings, resolvers := manualRings(t, addrs[:3], endpoints(addrs[:3]))
+	rings, resolvers := resolvedRings(t, addrs[:3], testkit.Endpoints(addrs[:3]...))
 	ks := keys(200)
 	before := checkOwners(t, rings, addrs[:3], ks)
 
-	// The fourth replica starts, listing all four; the others learn of it.
-	joined, _ := manualRings(t, addrs[3:], endpoints(addrs))
-	rings = append(rings, joined...)
+	// The fourth replica starts, not ready: its resolver lists the three
+	// others. Then it is ready, and every resolver lists all four.
+	joined, joinedResolvers := resolvedRings(t, addrs[3:], testkit.Endpoints(addrs[:3]...))
+	rings, resolvers = append(rings, joined...), append(resolvers, joinedResolvers...)
 	for _, r := range resolvers {
-		r.UpdateState(endpoints(addrs))
+		r.UpdateState(testkit.Endpoints(addrs...))
 	}
 	testkit.WaitFor(t, "every ring lists four replicas", func() bool {
 		for _, r := range rings {
@@ -154,13 +147,30 @@ func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T)
 		}
 	}
 	t.Logf("of %d keys, %d moved to the fourth replica and %d between the three others", len(ks), toNew, between)
+	// Every replica reaches each key's previous owner through Previous:
+	// the new one, the ring the others had before it came; the others,
+	// the ring they had before it changed. None asks itself.
+	for i, r := range rings {
+		for _, k := range ks {
+			previous := r.Previous(KeyHash(k))
+			if previous == nil {
+				if before[k] != addrs[i] {
+					t.Errorf("%s: ring %d has no previous owner, want %s", k, i, before[k])
+				}
+				continue
+			}
+			if got := owner(t, previous, k); got != before[k] {
+				t.Errorf("%s: ring %d's Previous reaches %s, want its owner before the fourth replica joined, %s", k, i, got, before[k])
+			}
+		}
+	}
 	if toNew < len(ks)/10 || toNew+between > len(ks)/2 {
 		t.Errorf("%d keys moved to the new replica and %d between the others, want about a quarter in all", toNew, between)
 	}
 
 	// It leaves: its keys go back to the replicas that held them.
-	for _, r := range resolvers {
-		r.UpdateState(endpoints(addrs[:3]))
+	for _, r := range resolvers[:3] {
+		r.UpdateState(testkit.Endpoints(addrs[:3]...))
 	}
 	testkit.WaitFor(t, "every ring lists three replicas", func() bool {
 		for _, r := range rings[:3] {
@@ -177,15 +187,12 @@ func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T)
 
 func TestRing_ResolvesAgainEveryResolveInterval(t *testing.T) {
 	addrs := servePeers(t, 1)
-	mr := manual.NewBuilderWithScheme("ringpoll")
-	mr.InitialState(endpoints(addrs))
-	var asked atomic.Int64
-	mr.ResolveNowCallback = func(resolver.ResolveNowOptions) { asked.Add(1) }
-	r, err := Dial(mr.Scheme()+":///peers", addrs[0], plain, grpc.WithResolvers(mr))
+	tr := testkit.NewResolver("ringpoll", testkit.Endpoints(addrs...))
+	r, err := Dial(tr.Scheme()+":///peers", addrs[0], plain, grpc.WithResolvers(tr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	// No call is made and no connection lost: only the balancer asks.
-	testkit.WaitFor(t, "two resolutions asked", func() bool { return asked.Load() >= 2 })
+	testkit.WaitFor(t, "two resolutions asked", func() bool { return tr.Asked() >= 2 })
 }

@@ -29,7 +29,9 @@
 // With peers (peer.go), each key has an owner among the replicas, and where
 // its shared call is made depends on the key and its method:
 //   - a key this replica owns is served here, under the same entries as the
-//     calls peers forward for it;
+//     calls peers forward for it; for a while after the replicas changed, a
+//     key that moved here is first asked of its previous owner, which hands
+//     the answer it holds over (handoff.go);
 //   - a key another replica owns is forwarded to its owner when package
 //     forwarding says so: while its method's forwarded calls share at the
 //     owner, and otherwise for a hot key (its calls were shared here

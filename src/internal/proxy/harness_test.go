@@ -77,6 +77,13 @@ type recorder struct {
 	peerCalls []peerRecord
 	freshness []string // the source of each shared answer's windows
 	refreshes []string // the reason of each background refresh
+	handoffs  []string // the result of each handoff asked
+}
+
+func (r *recorder) ObserveHandoff(_, result string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handoffs = append(r.handoffs, result)
 }
 
 func (r *recorder) ObserveRefresh(_, reason string) {

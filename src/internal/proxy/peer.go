@@ -56,6 +56,10 @@ type Peers interface {
 	// Owns reports whether this replica owns the key with hash: its call is
 	// made here, without a call to its own peer port.
 	Owns(hash string) bool
+	// Previous returns the connection to the owner the key with hash had
+	// before the replicas last changed, while they changed recently and
+	// that owner is another replica, ready; nil otherwise (handoff.go).
+	Previous(hash string) grpc.ClientConnInterface
 }
 
 // peerRing places every key on its owner among the replicas, by the
@@ -107,7 +111,11 @@ func (p *Proxy) invokeOwner(ctx context.Context, pl placement, c *unaryCall, ref
 	var reply frame
 	method := c.method
 	opts := append(p.callOptions(c.sub, authority(c.md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := pl.owner.Invoke(toOwner(ctx, c.md, pl.hash, refresh), method, &frame{payload: c.payload}, &reply, opts...)
+	var marks []string
+	if refresh {
+		marks = []string{peers.RefreshHeader}
+	}
+	err := pl.owner.Invoke(toOwner(ctx, c.md, pl.hash, marks...), method, &frame{payload: c.payload}, &reply, opts...)
 	if err != nil && !reachedOwner(ctx, trailer) {
 		p.observer.ObservePeerCall(method, OwnerNone, status.Code(err), true)
 		return p.invokeHere(ctx, placement{}, c)
@@ -197,7 +205,7 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, backend grpc.Client
 	var cs grpc.ClientStream
 	// The owner's mark is in the trailer, read once the stream has ended.
 	ended := func(code codes.Code) { p.observer.ObservePeerCall(method, p.owner(cs.Trailer()), code, false) }
-	cs, err := p.sendRequest(toOwner(ctx, md, pl.hash, false), pl.owner, method, sub, payload, md)
+	cs, err := p.sendRequest(toOwner(ctx, md, pl.hash), pl.owner, method, sub, payload, md)
 	if err == nil {
 		// Header blocks until the owner answers; nil means the stream
 		// ended without a header, its status yet to be read.
@@ -220,14 +228,14 @@ func (p *Proxy) openOwner(ctx context.Context, pl placement, backend grpc.Client
 // toOwner returns ctx with the metadata of a call forwarded to the owner of
 // the key with hash: md's forwardable headers, the hop marker that makes the
 // owner serve it with its own backend, the key's hash, by which the peer
-// connection's ring_hash balancer picks the owner, and the refresh marker
-// when refresh.
-func toOwner(ctx context.Context, md metadata.MD, hash string, refresh bool) context.Context {
+// connection's ring_hash balancer picks the owner, and the markers of marks
+// (peers.RefreshHeader for a refresh, peers.HandoffHeader for a handoff).
+func toOwner(ctx context.Context, md metadata.MD, hash string, marks ...string) context.Context {
 	out := forwardable(md)
 	out[peers.HopHeader] = []string{"1"}
 	out[peers.HashHeader] = []string{hash}
-	if refresh {
-		out[peers.RefreshHeader] = []string{"1"}
+	for _, m := range marks {
+		out[m] = []string{"1"}
 	}
 	return metadata.NewOutgoingContext(ctx, out)
 }
@@ -268,6 +276,8 @@ func (p *Proxy) handlePeer(_ any, ss grpc.ServerStream) error {
 	switch {
 	case len(md.Get(peers.HopHeader)) == 0:
 		return errNotForwarded
+	case len(md.Get(peers.HandoffHeader)) > 0:
+		return p.handOver(ss, method)
 	case len(md.Get(peers.RefreshHeader)) > 0:
 		return p.serve(ss, method, &p.refreshed)
 	}

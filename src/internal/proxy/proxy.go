@@ -107,6 +107,10 @@ type Observer interface {
 	// kept answer of a collapsed unary call, when it starts, with why it
 	// runs (RefreshEarly, RefreshStale or RefreshPurge).
 	ObserveRefresh(method, reason string)
+	// ObserveHandoff is called once per key's previous owner asked for
+	// the answer it holds (handoff.go), with the result (HandoffTaken,
+	// HandoffNone or HandoffFailed).
+	ObserveHandoff(method, result string)
 }
 
 // Settings are what an operator sets of a Proxy (the sidecar's flags).
@@ -211,6 +215,11 @@ type Proxy struct {
 	// forwarding decides which methods' calls are forwarded to their
 	// key's owner; nil without peers.
 	forwarding *forwarding.Decider
+	// ring is the connection to the replicas; nil without peers.
+	ring Peers
+	// purgedAt is when the proxy last took a purge (UnixNano of now):
+	// no handoff for a while after (handoff.go).
+	purgedAt atomic.Int64
 	// now is the clock of the engine and the records.
 	now func() time.Time
 	// keptUntil is when the proxy stops serving what it keeps and sharing
@@ -268,7 +277,8 @@ func New(o Options) (*Proxy, error) {
 		Size:     responseSize,
 		Private:  func(r *Response) bool { return r != nil && r.Private },
 		Declared: declaredWindows,
-		Copied:   func(r *Response) bool { return r != nil && r.aged },
+		Copied:   func(r *Response) bool { return r != nil && r.aged && !r.handed },
+		Handed:   handedOver,
 		MaxCalls: cmp.Or(o.MaxBackendCalls, DefaultMaxBackendCalls),
 
 		SoftPurgeRate: o.SoftPurgeRate,
@@ -331,11 +341,12 @@ func (s *Settings) check() error {
 func (p *Proxy) setOrigins(ring Peers, decider *forwarding.Decider) {
 	p.callers = origin{calls: RouteCaller, streams: RouteStream, owners: noPeers{}, clientCert: true}
 	if ring != nil {
+		p.ring = ring
 		p.callers.owners = peerRing{ring}
 		p.forwarding = cmp.Or(decider, forwarding.New(nil))
 	}
 	p.forwarded = origin{calls: RoutePeer, streams: RoutePeer, keyPrefix: peerKeyPrefix, owners: noPeers{},
-		mark: p.served, shared: metadata.Pairs(peers.SharedHeader, "1")}
+		mark: p.served, shared: metadata.Pairs(peers.SharedHeader, "1"), owned: true}
 	p.refreshed = p.forwarded
 	p.refreshed.fresh = true
 }
@@ -465,6 +476,9 @@ type origin struct {
 	// fresh: a call wants a fresh answer, never one past its TTL or
 	// purged (collapse.Copy.Fresh): it refreshes a copy its peer holds.
 	fresh bool
+	// owned: every call's key is one this replica owns (a peer forwarded
+	// it here), which it may have taken over (handoff.go).
+	owned bool
 	// clientCert: the caller's TLS certificate is named in
 	// ClientCertHeader (callers' port); on the peer port the forwarder's
 	// value is kept.
@@ -496,3 +510,4 @@ func (nopObserver) ObserveBackendStream(string, codes.Code)                     
 func (nopObserver) ObservePeerCall(string, string, codes.Code, bool)                      {}
 func (nopObserver) ObserveFreshness(string, string)                                       {}
 func (nopObserver) ObserveRefresh(string, string)                                         {}
+func (nopObserver) ObserveHandoff(string, string)                                         {}

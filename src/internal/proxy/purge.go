@@ -49,6 +49,7 @@ const (
 // (in the codec of content-subtype sub) and request metadata md, keyed as
 // the proxy keys a caller's call, credentials included.
 func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD, how Purge) int {
+	p.purgedAt.Store(p.now().UnixNano())
 	key := p.keyRule.Key(method, sub, payload, md)
 	n := 0
 	for _, o := range p.origins(how.Scope) {
@@ -64,6 +65,7 @@ func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD,
 
 // PurgeMethod takes back every answer of method.
 func (p *Proxy) PurgeMethod(method string, how Purge) int {
+	p.purgedAt.Store(p.now().UnixNano())
 	prefix := requestkey.MethodPrefix(method)
 	ofMethod := func(key string) bool {
 		rest, ok := how.Scope.match(key)
@@ -79,6 +81,7 @@ func (p *Proxy) PurgeMethod(method string, how Purge) int {
 // taken back when its header carries tag, or is not known yet, or named
 // more tags than it could record.
 func (p *Proxy) PurgeTag(tag string, how Purge) int {
+	p.purgedAt.Store(p.now().UnixNano())
 	inScope := func(key string) bool {
 		_, ok := how.Scope.match(key)
 		return ok
@@ -129,6 +132,7 @@ func (s Scope) match(key string) (string, bool) {
 // every call in flight: what a replica does when it cannot tell which
 // purges it missed.
 func (p *Proxy) PurgeAll() int {
+	p.purgedAt.Store(p.now().UnixNano())
 	all := func(string) bool { return true }
 	return p.group.PurgeMatching(func(string, *Response) bool { return true }, all, false) +
 		p.streams.Purge(func(string, metadata.MD, bool) bool { return true })

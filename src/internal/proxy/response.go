@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unsafe"
 
 	"google.golang.org/grpc/metadata"
@@ -35,8 +36,12 @@ type Response struct {
 	declared bool
 	life     collapse.Windows // what is left of its windows at the owner that sent it, when aged
 	aged     bool
-	tags     tagged   // what its tags header says, taken out of Header
-	producer producer // the span of the call that produced it, for links; none when not traced
+	// handed: its key's previous owner handed it over (handoff.go); its
+	// early refresh is due refreshIn after it came (0: none).
+	handed    bool
+	refreshIn time.Duration
+	tags      tagged   // what its tags header says, taken out of Header
+	producer  producer // the span of the call that produced it, for links; none when not traced
 }
 
 // responseSize returns the bytes r holds, for collapse.Options.Size: the

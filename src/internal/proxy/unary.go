@@ -75,6 +75,7 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 	// this small itself, where c would be one more allocation per call,
 	// hits and joins included.
 	method, rule, sub, payload, md, backend := c.method, c.rule, c.sub, c.payload, c.md, c.backend
+	owned := o.owned && p.ring != nil
 	call := func(cc *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
 		p.observeRefresh(method, cc)
@@ -87,6 +88,11 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 			return p.invokeHere(callCtx, placement{}, c)
 		case pl.owner != nil && p.forwarding.Forward(c.method, pl.hash):
 			resp, err = p.invokeOwner(callCtx, pl, c, cc.Refresh())
+		case (pl.owned || owned) && !cc.Refresh() && cc.Background() == collapse.Foreground:
+			// A key this replica may have taken over: its previous owner first.
+			if resp, err = p.takeOver(callCtx, ownedHash(pl), c); resp == nil {
+				resp, err = p.invokeHere(callCtx, pl, c)
+			}
 		default:
 			resp, err = p.invokeHere(callCtx, pl, c)
 		}

@@ -48,42 +48,67 @@ func startReplicas(t *testing.T, peered bool, backends ...*testkit.Greeter) []*r
 // every replica included) when peered, or alone.
 func startSidecars(t testing.TB, backends []string, peered bool, edit func(*config.Settings), opts ...sidecarOption) []*replica {
 	t.Helper()
-	peerLis := make([]net.Listener, len(backends))
-	addrs := make([]string, len(backends))
-	for i := range peerLis {
-		peerLis[i] = testkit.Listen(t, "127.0.0.1:0")
-		addrs[i] = peerLis[i].Addr().String()
-	}
+	f := newPeerFleet(t, len(backends))
 	rs := make([]*replica, len(backends))
-	token := testkit.SecretFile(t, releaseToken)
-	certs := newRelease(t)
-	_ = certs
 	for i, backend := range backends {
-		opts := opts
-		if peered {
-			opts = append(opts[:len(opts):len(opts)], peerListener(peerLis[i]))
-		} else {
-			peerLis[i].Close()
+		if !peered {
+			f.lis[i].Close()
+			rs[i] = startReplica(t, backend, edit, opts...)
+			continue
 		}
-		sc := startSidecar(t, backend, func(c *config.Settings) {
-			if peered {
-				c.Peers = strings.Join(addrs, ",")
-				c.PeerListen = addrs[i] // how it knows itself among them, as a pod does by its IP
-				c.PeerTokenFile = token
-				certs.certify(t, c)
-			}
-			edit(c)
-		}, opts...)
-		// Callers address the replicas by one name, as a Service's are:
-		// the authority is part of the key.
-		conn := dial(t, sc.addr, grpc.WithAuthority("hello.example"))
-		waitServing(t, conn) // connected
-		rs[i] = &replica{sidecar: sc, client: hellov1.NewGreeterClient(conn)}
+		rs[i] = f.start(t, i, backend, edit, opts...)
 	}
 	if peered {
 		waitLeases(t, rs)
 	}
 	return rs
+}
+
+// peerFleet is the peer listeners and secrets of a test's replicas, each
+// of which lists all of them as its peers: the test starts them one by
+// one, and may start one late (closing its listener until then: a
+// replica that has not started refuses connections).
+type peerFleet struct {
+	lis   []net.Listener
+	addrs []string
+	token string
+	certs *release
+}
+
+// newPeerFleet reserves the peer listeners of n replicas.
+func newPeerFleet(t testing.TB, n int) *peerFleet {
+	f := &peerFleet{token: testkit.SecretFile(t, releaseToken), certs: newRelease(t)}
+	for range n {
+		lis := testkit.Listen(t, "127.0.0.1:0")
+		f.lis, f.addrs = append(f.lis, lis), append(f.addrs, lis.Addr().String())
+	}
+	return f
+}
+
+// start starts replica i in front of backend, with the settings edit
+// makes: its peers are every replica of f, and it knows itself among them
+// by its peer address, as a pod does by its IP.
+func (f *peerFleet) start(t testing.TB, i int, backend string, edit func(*config.Settings), opts ...sidecarOption) *replica {
+	t.Helper()
+	opts = append(opts[:len(opts):len(opts)], peerListener(f.lis[i]))
+	return startReplica(t, backend, func(c *config.Settings) {
+		c.Peers = strings.Join(f.addrs, ",")
+		c.PeerListen = f.addrs[i]
+		c.PeerTokenFile = f.token
+		f.certs.certify(t, c)
+		edit(c)
+	}, opts...)
+}
+
+// startReplica starts a sidecar in front of backend and connects a client
+// to it. Callers address the replicas by one name, as a Service's are:
+// the authority is part of the key.
+func startReplica(t testing.TB, backend string, edit func(*config.Settings), opts ...sidecarOption) *replica {
+	t.Helper()
+	sc := startSidecar(t, backend, edit, opts...)
+	conn := dial(t, sc.addr, grpc.WithAuthority("hello.example"))
+	waitServing(t, conn) // connected
+	return &replica{sidecar: sc, client: hellov1.NewGreeterClient(conn)}
 }
 
 // waitLeases waits until every replica holds a lease from every other: each

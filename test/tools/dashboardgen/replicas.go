@@ -10,7 +10,8 @@ import (
 // replicasPanels returns the panels of the Replicas row, collapsing across
 // pods: calls forwarded to their key's owner, the share other pods answered,
 // fallbacks, calls served for peers, each pod's backend calls, the replicas
-// each pod lists, which methods are forwarded, and the leases each holds.
+// each pod lists, which methods are forwarded, the leases each holds, and
+// the keys taken over from their previous owners.
 func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		countStat(31, "Forwarded calls", l.at(0, 0, 6, 4)).
@@ -139,6 +140,17 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 			Thresholds(thresholds("green", from(1, "orange"))).
 			Targets(queries(
 				instant(`sum(increase(collapser_peer_lease_lapses_total[$__range] anchored)) or vector(0)`, "lapses"),
+			)),
+		graph(57, "Keys taken over/s by result", l.at(0, 28, 24, 6), units.RequestsPerSecond).
+			Description(`Keys a pod owns since the pods last changed (one joined or left: a rollout), whose ` +
+				`previous owner it asked for the answer it held before making a call, per second, summed ` +
+				`over the pods (collapser_handoffs_total): taken, the answer was handed over and no backend ` +
+				`call made; none, the previous owner held no fresh answer; failed, it could not be asked ` +
+				`(it left). Asked for 30 s after each change, for a unary key's first call there, and not ` +
+				`for 10 s after a purge. A rollout that does not empty the cache shows taken here and no ` +
+				`rise in Backend calls/s per pod. No data without peers.`).
+			Targets(queries(
+				series(`sum by (result) (rate(collapser_handoffs_total{method=~"$method"}[$__rate_interval]))`, "{{result}}"),
 			)),
 	}
 }

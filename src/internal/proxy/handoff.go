@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/collapser/collapser/src/internal/coherence"
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/peers"
+	"github.com/collapser/collapser/src/internal/policy"
+)
+
+// A warm handoff: when the replicas change (a rollout adds them one by one
+// and takes the old ones away), keys move: to a replica that joins, and
+// between the others, as ring_hash's ring is shared out again. A key's new
+// owner does not hold its answer, which its previous owner still does. So
+// for a while after a change (peers.HandoffWindow), the first call a
+// replica would make for a key it owns asks the key's previous owner first
+// (peers.Ring.Previous, nil where the key did not move), for the answer it
+// holds as the key's owner, fresh, or nothing (handOver): the previous
+// owner never makes a call for it. An answer it hands over is kept here
+// for what is left of it, and refreshed early when it would have been
+// refreshed there (collapse.Options.Handed); without one, the call is made
+// here. Only a replica that leaves hands nothing over (it is gone): the
+// others keep the copies they were forwarded of its keys (peer.go) until
+// its answers' early refreshes were due.
+//
+// A purge must not be undone by a handoff: the previous owner may not have
+// taken it yet when this replica has (each replica takes it in its own
+// time). So for coherence.Lease after this replica took one, it asks no
+// previous owner: by then every replica has taken the purge, or has taken
+// back everything it held (package coherence).
+
+// Why a handoff was asked for, as passed to Observer.ObserveHandoff.
+const (
+	// HandoffTaken: the previous owner handed its answer over.
+	HandoffTaken = "taken"
+	// HandoffNone: the previous owner held no fresh answer for the key.
+	HandoffNone = "none"
+	// HandoffFailed: the previous owner could not be asked (it is gone, or
+	// its connection failed); the call was made here.
+	HandoffFailed = "failed"
+)
+
+// HandoffResults lists every result, for metrics that export each one up
+// front.
+var HandoffResults = []string{HandoffTaken, HandoffNone, HandoffFailed}
+
+// handoffTimeout bounds the wait for a previous owner, which answers from
+// memory: a previous owner slower than that is gone, and the call is made
+// here.
+const handoffTimeout = time.Second
+
+// errNoHandoff answers a handoff call for a key this replica holds no
+// fresh answer of.
+var errNoHandoff = status.Error(codes.NotFound, "collapser: no fresh answer held for the key")
+
+// takeOver asks the previous owner of the key with hash, which this
+// replica owns, for the answer it holds, and returns it (with its status),
+// to be kept for what is left of it there; nil when it holds none, or
+// there is no previous owner to ask (the replicas did not change lately,
+// the key did not move, or this replica took a purge less than
+// coherence.Lease ago).
+func (p *Proxy) takeOver(ctx context.Context, hash string, c *unaryCall) (*Response, error) {
+	prev := p.ring.Previous(hash)
+	if prev == nil || p.now().Sub(time.Unix(0, p.purgedAt.Load())) < coherence.Lease {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, handoffTimeout)
+	defer cancel()
+	var header, trailer metadata.MD
+	var reply frame
+	opts := append(p.callOptions(c.sub, authority(c.md)), grpc.Header(&header), grpc.Trailer(&trailer))
+	err := prev.Invoke(toOwner(ctx, c.md, hash, peers.HandoffHeader), c.method, &frame{payload: c.payload}, &reply, opts...)
+	refreshIn, handed := parseRefreshIn(trailer.Get(peers.HandoffHeader))
+	life, aged := parseLife(trailer.Get(peers.LifeHeader))
+	switch {
+	case handed && aged:
+		p.observer.ObserveHandoff(c.method, HandoffTaken)
+	case reachedOwner(ctx, trailer):
+		p.observer.ObserveHandoff(c.method, HandoffNone)
+		return nil, nil
+	default:
+		p.observer.ObserveHandoff(c.method, HandoffFailed)
+		return nil, nil
+	}
+	resp, err := p.response(reply, header, trailer, err)
+	resp.life, resp.aged, resp.handed, resp.refreshIn = life, true, true, refreshIn
+	return resp, err
+}
+
+// ownedHash returns the hash of pl's key, one this replica owns: a
+// caller's placed on this replica, or one a peer forwarded here, kept
+// under peerKeyPrefix.
+func ownedHash(pl placement) string {
+	if pl.hash != "" {
+		return pl.hash
+	}
+	return peers.KeyHash(strings.TrimPrefix(pl.key, peerKeyPrefix))
+}
+
+// handOver answers a peer that took over a key this replica owned
+// (peers.HandoffHeader): with the fresh answer it holds for the key as its
+// owner, what is left of its windows and when its early refresh is due;
+// NOT_FOUND when it holds none. It makes no call, joins none, and does not
+// count as a read (collapse.Group.Peek).
+func (p *Proxy) handOver(ss grpc.ServerStream, method string) error {
+	o := &p.forwarded
+	ss.SetTrailer(o.mark)
+	_, _, key, err := p.receiveKeyed(ss, method, incoming(ss.Context(), o), o, o.calls)
+	if err != nil {
+		return err
+	}
+	h, ok := p.group.Peek(key)
+	if !ok || h.Value.Private || p.rules.Rule(method).Action != policy.Collapse || !p.coherent() {
+		return errNoHandoff
+	}
+	ss.SetTrailer(metadata.MD{
+		peers.LifeHeader:    []string{formatLife(h.Left)},
+		peers.HandoffHeader: []string{strconv.FormatInt(int64(h.RefreshIn), 10)},
+	})
+	return p.reply(ss, method, collapse.Hit, h.Value, nil, o)
+}
+
+// parseRefreshIn reads the value of peers.HandoffHeader a previous owner
+// sent with the answer it handed over: when its early refresh is due from
+// now (0: none). False when there is none it could read.
+func parseRefreshIn(vs []string) (time.Duration, bool) {
+	if len(vs) != 1 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(vs[0], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return time.Duration(n), true
+}
+
+// handedOver returns, for collapse.Options.Handed, when r's early refresh
+// is due from now, and whether r was handed over by a previous owner.
+func handedOver(r *Response) (time.Duration, bool) {
+	if r == nil || !r.handed {
+		return 0, false
+	}
+	return r.refreshIn, true
+}

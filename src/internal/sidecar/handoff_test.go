@@ -1,0 +1,162 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/resolver"
+
+	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
+	"github.com/collapser/collapser/src/internal/config"
+	"github.com/collapser/collapser/src/internal/testkit"
+)
+
+// joiningFleet is three replicas serving, with a backend each, and a
+// fourth ready to start: a rollout's new pod. Their peers are the ready
+// replicas, which a resolver of the test's names (as a headless Service's
+// DNS name does), and the replicas purges are taken to are all four.
+type joiningFleet struct {
+	f        *peerFleet
+	ready    *testkit.Resolver
+	rs       []*replica
+	backends []*testkit.Greeter
+	addrs    []string
+	edit     func(*config.Settings)
+}
+
+// newJoiningFleet starts three replicas that collapse SayHello, keep its
+// answers an hour and refresh none early.
+func newJoiningFleet(t *testing.T) *joiningFleet {
+	f := newPeerFleet(t, 4)
+	ready := testkit.NewResolver("ready"+strings.ToLower(rand.Text()), testkit.Endpoints(f.addrs[:3]...))
+	resolver.Register(ready)
+	j := &joiningFleet{f: f, ready: ready, edit: func(c *config.Settings) {
+		c.Peers = ready.Scheme() + ":///peers"
+		c.Replicas = strings.Join(f.addrs, ",")
+		c.Policy.CollapseMethods = []string{sayHello}
+		c.Policy.CacheTTL = time.Hour
+		c.Policy.EarlyRefresh = false // no refresh may come between the test's reads
+	}}
+	for range 4 {
+		b := &testkit.Greeter{SayHello: greet}
+		j.backends, j.addrs = append(j.backends, b), append(j.addrs, startBackend(t, b))
+	}
+	j.f.lis[3].Close()
+	for i := range 3 {
+		j.rs = append(j.rs, j.f.start(t, i, j.addrs[i], j.edit))
+	}
+	waitLeases(t, j.rs)
+	return j
+}
+
+// join starts the fourth replica, makes it ready (every replica's
+// resolver names it), and waits until every replica's ring puts each key
+// on the same one.
+func (j *joiningFleet) join(t *testing.T) *replica {
+	j.f.lis[3] = testkit.Listen(t, j.f.addrs[3])
+	j.rs = append(j.rs, j.f.start(t, 3, j.addrs[3], j.edit))
+	j.ready.UpdateState(testkit.Endpoints(j.f.addrs...))
+	testkit.WaitFor(t, "every ring agrees on each key's owner, the new replica one of them", func() bool {
+		newOwns := 0
+		for h := range 200 {
+			owners := 0
+			for i, r := range j.rs {
+				if r.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
+					owners++
+					if i == 3 {
+						newOwns++
+					}
+				}
+			}
+			if owners != 1 {
+				return false
+			}
+		}
+		return newOwns > 0
+	})
+	waitLeases(t, j.rs)
+	return j.rs[3]
+}
+
+// calls sums the backends' own counts.
+func (j *joiningFleet) calls() int64 {
+	var n int64
+	for _, b := range j.backends {
+		n += b.Calls.SayHello.Load()
+	}
+	return n
+}
+
+// read reads keys key-0 to key-(n-1) through r.
+func read(t *testing.T, r *replica, n int) {
+	t.Helper()
+	for k := range n {
+		if _, err := r.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: fmt.Sprint("key-", k)}); err != nil {
+			t.Fatalf("key-%d: %v", k, err)
+		}
+	}
+}
+
+// handoffs returns r's count of handoffs with result.
+func handoffs(t *testing.T, r *replica, result string) float64 {
+	return r.sidecar.metricSum(t, "collapser_handoffs_total", map[string]string{"result": result})
+}
+
+// A rollout's new pod owns keys the others held: it asks their previous
+// owners for them, and makes no backend call for any of them.
+func TestHandoff_AReplicaThatJoinsTakesItsKeysAnswersOverFromTheirPreviousOwners(t *testing.T) {
+	// Fewer keys than a forwarding decision needs (forwarding.MinCalls):
+	// every key is forwarded to its owner, which holds its answer.
+	const keys = 40
+	j := newJoiningFleet(t)
+	read(t, j.rs[0], keys)
+	if got := j.calls(); got != keys {
+		t.Fatalf("loading %d keys made %d backend calls, want one each", keys, got)
+	}
+
+	joined := j.join(t)
+	read(t, joined, keys)
+	taken := handoffs(t, joined, "taken")
+	t.Logf("the new replica took %v of %d keys over; %d backend calls in all", taken, keys, j.calls())
+	if got := j.calls(); got != keys {
+		t.Errorf("reading the keys through the new replica made %d backend calls, want none", got-keys)
+	}
+	if taken == 0 || handoffs(t, joined, "none")+handoffs(t, joined, "failed") != 0 {
+		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and every previous owner to hold its keys' answers",
+			taken, handoffs(t, joined, "none"), handoffs(t, joined, "failed"))
+	}
+	// Taken over, the answers are the new replica's own: read again, they
+	// are hits there, and its backend made no call.
+	read(t, joined, keys)
+	if got := j.backends[3].Calls.SayHello.Load(); got != 0 || handoffs(t, joined, "taken") != taken {
+		t.Errorf("the new replica's backend made %d calls, and it asked for %v handoffs more; want none", got, handoffs(t, joined, "taken")-taken)
+	}
+}
+
+// A purge the new replica took may not have reached a previous owner yet:
+// for a while after it, the new replica asks none, and makes its calls.
+func TestHandoff_NoneIsAskedForSoonAfterAPurge(t *testing.T) {
+	const keys = 40
+	j := newJoiningFleet(t)
+	read(t, j.rs[0], keys)
+	joined := j.join(t)
+	ctx, cancel := context.WithTimeout(testkit.Context(t), testkit.DefaultTimeout)
+	defer cancel()
+	if _, err := adminv1.NewCacheClient(dial(t, joined.sidecar.adminAddr)).Purge(ctx,
+		&adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "no-answer-has-it"}}); err != nil {
+		t.Fatal(err)
+	}
+	read(t, joined, keys)
+	asked := handoffs(t, joined, "taken") + handoffs(t, joined, "none") + handoffs(t, joined, "failed")
+	if asked != 0 {
+		t.Errorf("the new replica asked %v previous owners right after a purge, want none", asked)
+	}
+	if got := j.backends[3].Calls.SayHello.Load(); got == 0 {
+		t.Error("the new replica's backend made no call: it took no key over, or did not make the calls itself")
+	}
+}
