@@ -9,23 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/collapser/collapser/src/internal/hello"
-	"github.com/collapser/collapser/src/internal/hello/hellotest"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestRun_CountsFromBackendMetricsEqualTheRequestsThatReachedIt(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	addr := hellotest.Serve(t, hello.Options{Registerer: reg})
-	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.Cleanup(metrics.Close)
+	addr, metricsURL := metricsBackend(t)
 
 	const n = 25
 	for run := range 2 { // the second run counts only its own calls
-		r, err := Run(testkit.Context(t), Config{Target: addr, BackendMetrics: metrics.URL + "/metrics", Requests: n})
+		r, err := Run(testkit.Context(t), Config{Target: addr, BackendMetrics: metricsURL, Requests: n})
 		if err != nil {
 			t.Fatalf("run %d: %v", run+1, err)
 		}
@@ -33,7 +25,7 @@ func TestRun_CountsFromBackendMetricsEqualTheRequestsThatReachedIt(t *testing.T)
 			t.Errorf("run %d: errors=%d backend_calls=%d, want 0, %d", run+1, r.Errors, r.BackendCalls, n)
 		}
 	}
-	if got, err := BackendMetricsCount(testkit.Context(t), metrics.URL+"/metrics"); err != nil || got != 2*n {
+	if got, err := BackendMetricsCount(testkit.Context(t), metricsURL); err != nil || got != 2*n {
 		t.Errorf("BackendMetricsCount = %d, %v; want %d", got, err, 2*n)
 	}
 }

@@ -2,10 +2,13 @@ package demo
 
 import (
 	"context"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
@@ -23,6 +26,17 @@ type backend struct {
 	addr        string
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
+}
+
+// metricsBackend serves a hello backend on loopback and its metrics, and
+// returns its address and its metrics' URL (http://host:port/metrics).
+func metricsBackend(t *testing.T) (addr, metricsURL string) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	addr = hellotest.Serve(t, hello.Options{Registerer: reg})
+	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(metrics.Close)
+	return addr, metrics.URL + "/metrics"
 }
 
 func startBackend(t *testing.T, latency time.Duration) *backend {

@@ -4,29 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/collapser/collapser/src/internal/hello"
-	"github.com/collapser/collapser/src/internal/hello/hellotest"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
 
 func TestRun_SteadyLoadSendsRateTimesDurationAndCountsThemAtTheBackend(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	addr := hellotest.Serve(t, hello.Options{Registerer: reg})
-	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.Cleanup(metrics.Close)
+	addr, metricsURL := metricsBackend(t)
 	for _, tt := range []struct {
 		name string
 		cfg  Config
 	}{
 		{"stats", Config{Backend: addr}},
-		{"metrics, tallied", Config{BackendMetrics: metrics.URL + "/metrics"}},
+		{"metrics, tallied", Config{BackendMetrics: metricsURL}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg

@@ -58,32 +58,22 @@ type view struct {
 // no peers): the call then goes through the connection, whose own pick
 // decides.
 func (v *view) owns(hash string) bool {
-	sc, ok := v.pick(hash)
-	return ok && v.isSelfConn(sc)
-}
-
-// pick returns the connection ring_hash picks for a call of the key with
-// hash (KeyHash), ready for the call; false when it has none ready.
-func (v *view) pick(hash string) (balancer.SubConn, bool) {
 	p := v.picker.Load()
 	if p == nil {
-		return nil, false
+		return false
 	}
 	ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{HashHeader: {hash}})
 	res, err := (*p).Pick(balancer.PickInfo{Ctx: ctx})
 	if err != nil {
-		return nil, false
+		return false
 	}
 	if res.Done != nil {
 		res.Done(balancer.DoneInfo{}) // no call is made on this pick
 	}
-	return res.SubConn, true
-}
-
-// isSelfConn reports whether sc reaches this replica itself.
-func (v *view) isSelfConn(sc balancer.SubConn) bool {
-	self := v.self.Load()
-	return self != nil && slices.Contains(*self, sc)
+	if self := v.self.Load(); self != nil {
+		return slices.Contains(*self, res.SubConn)
+	}
+	return false
 }
 
 // addSelf records a SubConn to this replica itself; dropSelf forgets it

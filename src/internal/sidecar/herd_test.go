@@ -179,6 +179,16 @@ func runHerd(t testing.TB, h herd) herdResult {
 	return herdResult{windows: windows, purged: purged, reads: reads.Load(), misses: waited() - loaded, failures: failures.Load()}
 }
 
+// issueLoad is issue 29's load on one sidecar: 500 keys, TTL 2 s, 2,000
+// reads per second, a backend of 20 ms, for 20 s, the backend's counter
+// sampled every 100 ms into windows of 500 ms.
+func issueLoad() herd {
+	return herd{
+		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000,
+		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
+	}
+}
+
 // BenchmarkLoadHerd runs issue 29's load on one sidecar: 500 keys loaded
 // at once, TTL 2 s, then 2,000 reads per second spread over them, against
 // a backend of 20 ms, and reports the backend's calls per 500 ms window:
@@ -187,10 +197,7 @@ func runHerd(t testing.TB, h herd) herdResult {
 // ("spread"), each without and with a stale-while-revalidate window of
 // 2 s. Run it once: make load.
 func BenchmarkLoadHerd(b *testing.B) {
-	base := herd{
-		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000,
-		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
-	}
+	base := issueLoad()
 	plain := func(c *config.Settings) { c.Policy.TTLJitter, c.Policy.EarlyRefresh = 0, false }
 	for b.Loop() {
 		for _, run := range []struct {
@@ -218,10 +225,8 @@ func BenchmarkLoadHerd(b *testing.B) {
 // with the defaults ("spread"): only a key's owner refreshes it, and the
 // owners' refreshes spread as one sidecar's do. Run it once: make load.
 func BenchmarkLoadHerdFleet(b *testing.B) {
-	base := herd{
-		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000, replicas: 3,
-		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
-	}
+	base := issueLoad()
+	base.replicas = 3
 	for b.Loop() {
 		for _, run := range []struct {
 			name string
@@ -257,11 +262,8 @@ func (r herdResult) afterPurge() float64 {
 // from the purge on over the mean of the windows before it. Run it once:
 // make load.
 func BenchmarkLoadHerdPurge(b *testing.B) {
-	base := herd{
-		keys: 500, ttl: 2 * time.Second, latency: 20 * time.Millisecond, rate: 2000,
-		duration: 20 * time.Second, sample: 100 * time.Millisecond, window: 500 * time.Millisecond,
-		purgeAt: 10 * time.Second,
-	}
+	base := issueLoad()
+	base.purgeAt = 10 * time.Second
 	for b.Loop() {
 		for _, run := range []struct {
 			name string
