@@ -232,8 +232,7 @@ func (r *Ring) Members() int { return int(r.view.members.Load()) }
 // of its own (for a replica that has just joined, the ring the others had
 // before it came). It returns nil when that owner is this replica itself
 // (the key did not move), when the replicas have not changed since this
-// replica started, when its connection is not
-// and once the window has passed. A call on it waits for the owner's
+// replica started, and once the window has passed. A call on it waits for the owner's
 // connection when it is being made (the ring connects to a replica when a
 // call first needs it), and fails at once when it failed (the owner left).
 func (r *Ring) Previous(hash string) grpc.ClientConnInterface {
