@@ -49,6 +49,7 @@ func TestRolloutLoadOnKind(t *testing.T) {
 	opts.SetValues["replicaCount"] = fmt.Sprint(replicas)
 	opts.SetValues["backend.latency"] = rolloutLatency.String()
 	opts.SetValues["tests.enabled"] = "false"
+	delete(opts.SetValues, "collapser.config.earlyRefresh") // the chart's default: the load measures it
 	helm.Install(t, opts, s.chartDir, release)
 	waitForProxyPods(t, kubectl, replicas)
 	waitForEndpoints(t, kubectl, release, replicas)

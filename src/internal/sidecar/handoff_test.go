@@ -40,7 +40,6 @@ func newJoiningFleet(t *testing.T) *joiningFleet {
 		c.Replicas = strings.Join(f.addrs, ",")
 		c.Policy.CollapseMethods = []string{sayHello}
 		c.Policy.CacheTTL = time.Hour
-		c.Policy.EarlyRefresh = false // no refresh may come between the test's reads
 	}}
 	for range 4 {
 		b := &testkit.Greeter{SayHello: greet}

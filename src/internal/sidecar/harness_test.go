@@ -103,6 +103,12 @@ type runningSidecar struct {
 // edit makes of the defaults (nil: none), on loopback ports until the test
 // ends, and waits until its health service reports SERVING; opts change how
 // it starts.
+//
+// One default is off unless edit turns it on: early refresh. Tests count
+// the backend's calls, and a hit would make one more whenever its key's
+// refresh point, drawn from the key over its TTL, fell between two reads:
+// a count that would hang on the wall clock. The tests of early refresh
+// (refresh_test.go, herd_test.go) run it on a fake clock or measure it.
 func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opts ...sidecarOption) *runningSidecar {
 	t.Helper()
 	o := sidecarOptions{logger: slog.New(slog.DiscardHandler), seams: seams{now: time.Now}}
@@ -111,6 +117,7 @@ func startSidecar(t testing.TB, backend string, edit func(*config.Settings), opt
 	}
 	cfg := config.Default()
 	cfg.Backend = backend
+	cfg.Policy.EarlyRefresh = false
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -76,6 +76,7 @@ func runHerd(t testing.TB, h herd) herdResult {
 		addrs[i] = startBackend(t, backends[i])
 	}
 	edit := func(c *config.Settings) {
+		c.Policy.EarlyRefresh = config.Default().Policy.EarlyRefresh // the defaults, unless h.edit says otherwise
 		c.Policy.CacheTTL = h.ttl
 		c.Policy.StaleWhileRevalidate = h.swr
 		c.Policy.CollapseMethods = []string{sayHello}

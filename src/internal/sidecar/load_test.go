@@ -164,9 +164,9 @@ func sustained(t testing.TB, r steady) steadyResult {
 	}
 }
 
-// expiring leaves a result to expire before it is called again: neither
-// jittered nor refreshed early.
-func expiring(c *config.Settings) { c.Policy.TTLJitter, c.Policy.EarlyRefresh = 0, false }
+// expiring leaves a result to expire before it is called again: not
+// jittered (nor refreshed early, as startSidecar's).
+func expiring(c *config.Settings) { c.Policy.TTLJitter = 0 }
 
 // TestLoad_SustainedAtMostOneBackendCallPerCycle checks the invariant under
 // steady load: a call takes the backend latency, its result is then cached
@@ -190,7 +190,7 @@ func TestLoad_SustainedAtMostOneBackendCallPerCycle(t *testing.T) {
 		first int64 // calls besides one per cycle
 	}{
 		{"expiring", expiring, latency + ttl, 1},
-		{"refreshed early", nil, time.Duration(float64(ttl) * (1 - policy.DefaultTTLJitter)), 2},
+		{"refreshed early", func(c *config.Settings) { c.Policy.EarlyRefresh = true }, time.Duration(float64(ttl) * (1 - policy.DefaultTTLJitter)), 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := sustained(t, steady{workers: 100, latency: latency, ttl: ttl, calls: calls, duration: testkit.DefaultTimeout, edit: tt.edit})

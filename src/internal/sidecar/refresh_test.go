@@ -79,7 +79,7 @@ func (f *clockFleet) calls() []int64 {
 
 func TestRefresh_ThreeReplicasRefreshEachKeyOnItsOwnerAlone(t *testing.T) {
 	const keys, ttl, step, steps = 30, time.Second, 50 * time.Millisecond, 80 // 4 TTLs
-	f := startClockFleet(t, func(c *config.Settings) { c.Policy.CacheTTL = ttl })
+	f := startClockFleet(t, func(c *config.Settings) { c.Policy.CacheTTL, c.Policy.EarlyRefresh = ttl, true })
 	f.readAll(t, keys)
 	loaded := f.calls()
 	for range steps {
@@ -113,7 +113,6 @@ func TestRefresh_ASoftPurgeOfAMethodIsRefreshedAtEachReplicasPace(t *testing.T) 
 	gap := time.Second / rate
 	f := startClockFleet(t, func(c *config.Settings) {
 		c.Policy.CacheTTL = time.Hour
-		c.Policy.EarlyRefresh = false
 		c.Proxy.SoftPurgeRate = rate
 	})
 	f.readAll(t, keys)
