@@ -118,9 +118,10 @@ func TestRolloutLoadOnKind(t *testing.T) {
 }
 
 // logRolledPods logs what the pods the restart started counted, summed: the
-// keys they took over from a previous owner, by result; the calls that fell
-// back to their own backend because no owner answered; their background
-// refreshes, by reason; their backend calls.
+// keys they took over from a previous owner, by result; their background
+// refreshes, by reason; their leaders' calls, by who answered; the calls
+// that fell back to their own backend because no owner answered; their
+// lease lapses (each took everything back); their backend calls.
 func logRolledPods(t *testing.T, kubectl *k8s.KubectlOptions) {
 	metrics := podMetrics(t, kubectl, proxyPodSelector, sidecarMetricsPort)
 	sum := func(name string, match map[string]string) float64 {
@@ -137,7 +138,11 @@ func logRolledPods(t *testing.T, kubectl *k8s.KubectlOptions) {
 	for _, reason := range []string{"early", "stale", "purge"} {
 		parts = append(parts, fmt.Sprintf("refreshes %s %v", reason, sum("collapser_refreshes_total", map[string]string{"reason": reason})))
 	}
+	for _, owner := range []string{"self", "peer", "none", "kept"} {
+		parts = append(parts, fmt.Sprintf("leaders' calls owner=%s %v", owner, sum("collapser_peer_calls_total", map[string]string{"owner": owner})))
+	}
 	parts = append(parts, fmt.Sprintf("fallbacks %v", sum("collapser_peer_fallbacks_total", nil)),
+		fmt.Sprintf("lease lapses %v", sum("collapser_peer_lease_lapses_total", nil)),
 		fmt.Sprintf("backend calls %v", sum("collapser_backend_calls_total", nil)))
 	t.Logf("the %d pods the restart started counted: %s", len(metrics), strings.Join(parts, ", "))
 }

@@ -60,15 +60,41 @@ func (j *joiningFleet) join(t *testing.T) *replica {
 	j.f.lis[3] = testkit.Listen(t, j.f.addrs[3])
 	j.rs = append(j.rs, j.f.start(t, 3, j.addrs[3], j.edit))
 	j.ready.UpdateState(testkit.Endpoints(j.f.addrs...))
-	testkit.WaitFor(t, "every ring agrees on each key's owner, the new replica one of them", func() bool {
-		newOwns := 0
+	waitOwners(t, j.rs, 3)
+	waitLeases(t, j.rs)
+	return j.rs[3]
+}
+
+// leave takes replica i out of the ready replicas (every resolver stops
+// naming it, as a headless Service's DNS name does once a pod's preStop
+// starts), and waits until the rings of the others put each key on one of
+// them. Replica i serves on, as a pod does through its preStop.
+func (j *joiningFleet) leave(t *testing.T, i int) []*replica {
+	var stay []*replica
+	var addrs []string
+	for k, r := range j.rs {
+		if k != i {
+			stay, addrs = append(stay, r), append(addrs, j.f.addrs[k])
+		}
+	}
+	j.ready.UpdateState(testkit.Endpoints(addrs...))
+	waitOwners(t, stay, -1)
+	return stay
+}
+
+// waitOwners waits until the rings of rs put each key on exactly one of
+// them, and some keys on rs[owner] (none: -1).
+func waitOwners(t *testing.T, rs []*replica, owner int) {
+	t.Helper()
+	testkit.WaitFor(t, "every ring agrees on each key's owner", func() bool {
+		owns := 0
 		for h := range 200 {
 			owners := 0
-			for i, r := range j.rs {
+			for i, r := range rs {
 				if r.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
 					owners++
-					if i == 3 {
-						newOwns++
+					if i == owner {
+						owns++
 					}
 				}
 			}
@@ -76,10 +102,8 @@ func (j *joiningFleet) join(t *testing.T) *replica {
 				return false
 			}
 		}
-		return newOwns > 0
+		return owner < 0 || owns > 0
 	})
-	waitLeases(t, j.rs)
-	return j.rs[3]
 }
 
 // calls sums the backends' own counts.
@@ -134,6 +158,27 @@ func TestHandoff_AReplicaThatJoinsTakesItsKeysAnswersOverFromTheirPreviousOwners
 	read(t, joined, keys)
 	if got := j.backends[3].Calls.SayHello.Load(); got != 0 || handoffs(t, joined, "taken") != taken {
 		t.Errorf("the new replica's backend made %d calls, and it asked for %v handoffs more; want none", got, handoffs(t, joined, "taken")-taken)
+	}
+}
+
+// A pod that leaves serves on through its preStop: the replicas that own
+// its keys now ask it for them, and make no backend call for any of them.
+func TestHandoff_TheKeysOfAReplicaThatLeavesAreTakenOverFromIt(t *testing.T) {
+	const keys = 40
+	j := newJoiningFleet(t)
+	read(t, j.rs[0], keys)
+	stay := j.leave(t, 2)
+	read(t, stay[1], keys) // replica 1 holds no copies: each key is asked of its owner
+	var taken, none, failed float64
+	for _, r := range stay {
+		taken, none, failed = taken+handoffs(t, r, "taken"), none+handoffs(t, r, "none"), failed+handoffs(t, r, "failed")
+	}
+	t.Logf("the replicas that stay took %v of %d keys over (none %v, failed %v); %d backend calls in all", taken, keys, none, failed, j.calls())
+	if got := j.calls(); got != keys {
+		t.Errorf("reading the keys through the replicas that stay made %d backend calls, want none", got-keys)
+	}
+	if taken == 0 || none+failed != 0 {
+		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and the leaving replica to hold its keys' answers", taken, none, failed)
 	}
 }
 
