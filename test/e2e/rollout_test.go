@@ -114,37 +114,33 @@ func TestRolloutLoadOnKind(t *testing.T) {
 	}
 	t.Logf("the restart made %+.1f%% backend calls (%d against %d)",
 		100*(float64(restart.BackendCalls)/float64(quiet.BackendCalls)-1), restart.BackendCalls, quiet.BackendCalls)
-	logRolledPods(t, kubectl)
+	logPodCounters(t, kubectl, "a pod the restart started")
 }
 
-// logRolledPods logs what the pods the restart started counted, summed: the
-// keys they took over from a previous owner, by result; their background
-// refreshes, by reason; their leaders' calls, by who answered; the calls
-// that fell back to their own backend because no owner answered; their
-// lease lapses (each took everything back); their backend calls.
-func logRolledPods(t *testing.T, kubectl *k8s.KubectlOptions) {
-	metrics := podMetrics(t, kubectl, proxyPodSelector, sidecarMetricsPort)
-	sum := func(name string, match map[string]string) float64 {
-		var n float64
-		for _, families := range metrics {
-			n += sampleSum(families[name], match)
+// logPodCounters logs, per pod of the release (title says which they
+// are), what it counted: the keys it took over from another replica, by
+// result; its background refreshes, by reason; its leaders' calls, by who
+// answered; the calls that fell back to its own backend because no owner
+// answered; its lease lapses (each took everything back); its backend
+// calls.
+func logPodCounters(t *testing.T, kubectl *k8s.KubectlOptions, title string) {
+	for pod, families := range podMetrics(t, kubectl, proxyPodSelector, sidecarMetricsPort) {
+		sum := func(name string, match map[string]string) float64 { return sampleSum(families[name], match) }
+		var parts []string
+		for _, result := range []string{"taken", "none", "failed"} {
+			parts = append(parts, fmt.Sprintf("handoffs %s %v", result, sum("collapser_handoffs_total", map[string]string{"result": result})))
 		}
-		return n
+		for _, reason := range []string{"early", "stale", "purge"} {
+			parts = append(parts, fmt.Sprintf("refreshes %s %v", reason, sum("collapser_refreshes_total", map[string]string{"reason": reason})))
+		}
+		for _, owner := range []string{"self", "peer", "none", "kept"} {
+			parts = append(parts, fmt.Sprintf("leaders' calls owner=%s %v", owner, sum("collapser_peer_calls_total", map[string]string{"owner": owner})))
+		}
+		parts = append(parts, fmt.Sprintf("fallbacks %v", sum("collapser_peer_fallbacks_total", nil)),
+			fmt.Sprintf("lease lapses %v", sum("collapser_peer_lease_lapses_total", nil)),
+			fmt.Sprintf("backend calls %v", sum("collapser_backend_calls_total", nil)))
+		t.Logf("%s: %s counted %s", title, pod, strings.Join(parts, ", "))
 	}
-	var parts []string
-	for _, result := range []string{"taken", "none", "failed"} {
-		parts = append(parts, fmt.Sprintf("handoffs %s %v", result, sum("collapser_handoffs_total", map[string]string{"result": result})))
-	}
-	for _, reason := range []string{"early", "stale", "purge"} {
-		parts = append(parts, fmt.Sprintf("refreshes %s %v", reason, sum("collapser_refreshes_total", map[string]string{"reason": reason})))
-	}
-	for _, owner := range []string{"self", "peer", "none", "kept"} {
-		parts = append(parts, fmt.Sprintf("leaders' calls owner=%s %v", owner, sum("collapser_peer_calls_total", map[string]string{"owner": owner})))
-	}
-	parts = append(parts, fmt.Sprintf("fallbacks %v", sum("collapser_peer_fallbacks_total", nil)),
-		fmt.Sprintf("lease lapses %v", sum("collapser_peer_lease_lapses_total", nil)),
-		fmt.Sprintf("backend calls %v", sum("collapser_backend_calls_total", nil)))
-	t.Logf("the %d pods the restart started counted: %s", len(metrics), strings.Join(parts, ", "))
 }
 
 // perKeyPerTTL is a load's backend calls per key per TTL; load i is the

@@ -91,6 +91,7 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 		}
 		if first.BackendCalls < 1 || first.BackendCalls > replicas || second.BackendCalls != 1 {
 			t.Errorf("backend calls %d then %d, want 1 to %d (at most one per pod), then 1", first.BackendCalls, second.BackendCalls, replicas)
+			logPodCounters(t, kubectl, "a library pod")
 		}
 	})
 }

@@ -222,6 +222,14 @@ func (c ringConn) Close() error {
 // connection, whose pick decides.
 func (r *Ring) Owns(hash string) bool { return r.view.owns(hash) }
 
+// OwnedByAnother reports whether ring_hash's pick puts the key with hash
+// on another replica: false for this replica's key, and while the pick is
+// not known.
+func (r *Ring) OwnedByAnother(hash string) bool {
+	self, known := r.view.owner(hash)
+	return known && !self
+}
+
 // Members returns how many replicas the resolver last named, this one
 // included.
 func (r *Ring) Members() int { return int(r.view.members.Load()) }
@@ -232,17 +240,19 @@ func (r *Ring) Members() int { return int(r.view.members.Load()) }
 // of its own (for a replica that has just joined, the ring the others had
 // before it came). It returns nil when that owner is this replica itself
 // (the key did not move), when the replicas have not changed since this
-// replica started, and once the window has passed. A call on it waits for the owner's
-// connection when it is being made (the ring connects to a replica when a
-// call first needs it), and fails at once when it failed (the owner left).
-func (r *Ring) Previous(hash string) grpc.ClientConnInterface {
+// replica started, and once the window has passed. ready is false while
+// the connection to that owner is not made (asking starts it): a call on
+// it then waits for the connection, which never comes if the owner is
+// gone, and should be given a short deadline.
+func (r *Ring) Previous(hash string) (conn grpc.ClientConnInterface, ready bool) {
 	if !r.last.recent() {
-		return nil
+		return nil, false
 	}
-	if v := r.previousView; v.owns(hash) {
-		return nil
+	self, known := r.previousView.owner(hash)
+	if self {
+		return nil, false
 	}
-	return r.previous
+	return r.previous, known
 }
 
 // Close closes the connections.

@@ -51,29 +51,36 @@ type view struct {
 	members atomic.Int64
 }
 
-// owns reports whether ring_hash puts the key with hash (KeyHash) on this
-// replica: it picks, as it would for a call, and the pick is a connection to
-// the replica itself. False when the owner is another replica, and when
-// the pick is not known yet (its connection is being made, or the ring has
-// no peers): the call then goes through the connection, whose own pick
-// decides.
-func (v *view) owns(hash string) bool {
+// owner reports whether ring_hash puts the key with hash (KeyHash) on this
+// replica (self), by picking as it would for a call: the pick is a
+// connection to the replica itself or to another. known is false when the
+// pick is not known yet (its connection is being made, or the ring has no
+// peers).
+func (v *view) owner(hash string) (self, known bool) {
 	p := v.picker.Load()
 	if p == nil {
-		return false
+		return false, false
 	}
 	ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{HashHeader: {hash}})
 	res, err := (*p).Pick(balancer.PickInfo{Ctx: ctx})
 	if err != nil {
-		return false
+		return false, false
 	}
 	if res.Done != nil {
 		res.Done(balancer.DoneInfo{}) // no call is made on this pick
 	}
-	if self := v.self.Load(); self != nil {
-		return slices.Contains(*self, res.SubConn)
+	if s := v.self.Load(); s != nil {
+		return slices.Contains(*s, res.SubConn), true
 	}
-	return false
+	return false, true
+}
+
+// owns reports whether the key with hash is this replica's: false when it
+// is another's, and when the pick is not known yet (the call then goes
+// through the connection, whose own pick decides).
+func (v *view) owns(hash string) bool {
+	self, _ := v.owner(hash)
+	return self
 }
 
 // addSelf records a SubConn to this replica itself; dropSelf forgets it

@@ -28,9 +28,9 @@ func dialRings(t *testing.T, addrs []string) []*Ring {
 }
 
 // checkOwners makes a call of every key on every ring (which connects to
-// its owner) and checks that each ring sends it to the same owner, and
-// that Owns is true on exactly that owner's own ring. It returns each
-// key's owner.
+// its owner) and checks that each ring sends it to the same owner, that
+// Owns is true on exactly that owner's own ring, and OwnedByAnother on
+// every other. It returns each key's owner.
 func checkOwners(t *testing.T, rings []*Ring, addrs []string, keys []string) map[string]string {
 	t.Helper()
 	owners := map[string]string{}
@@ -47,6 +47,9 @@ func checkOwners(t *testing.T, rings []*Ring, addrs []string, keys []string) map
 		for i, r := range rings {
 			if got, want := r.Owns(KeyHash(key)), owners[key] == addrs[i]; got != want {
 				t.Errorf("%s: ring %d (%s) Owns = %v, want %v (owner %s)", key, i, addrs[i], got, want, owners[key])
+			}
+			if got, want := r.OwnedByAnother(KeyHash(key)), owners[key] != addrs[i]; got != want {
+				t.Errorf("%s: ring %d (%s) OwnedByAnother = %v, want %v (owner %s)", key, i, addrs[i], got, want, owners[key])
 			}
 		}
 	}
@@ -76,7 +79,7 @@ func TestRing_OwnsExactlyTheKeysGRPCsPickSendsToItself(t *testing.T) {
 		if n := r.Members(); n != 3 {
 			t.Errorf("ring %d: Members = %d, want 3", i, n)
 		}
-		if r.Previous(KeyHash("key-0")) != nil {
+		if prev, _ := r.Previous(KeyHash("key-0")); prev != nil {
 			t.Errorf("ring %d: Previous is a connection, though its replicas never changed", i)
 		}
 	}
@@ -90,8 +93,19 @@ func TestRing_AReplicaThatDoesNotKnowItselfOwnsNothing(t *testing.T) {
 	}
 	defer r.Close()
 	owner(t, r.ClientConn, "key") // connected
-	if r.Owns(KeyHash("key")) {
-		t.Error("Owns = true for a ring that lists no address of its own")
+	if r.Owns(KeyHash("key")) || !r.OwnedByAnother(KeyHash("key")) {
+		t.Error("Owns = true, or OwnedByAnother false, for a ring that lists no address of its own")
+	}
+}
+
+func TestRing_AKeyWhoseOwnerIsNotReachedIsNeitherOwnedNorAnothers(t *testing.T) {
+	r, err := Dial("127.0.0.1:1", "127.0.0.1:0", plain) // nothing listens on port 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if h := KeyHash("key"); r.Owns(h) || r.OwnedByAnother(h) {
+		t.Errorf("Owns = %v, OwnedByAnother = %v before the owner's connection is made; want both false", r.Owns(h), r.OwnedByAnother(h))
 	}
 }
 
@@ -147,12 +161,23 @@ func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T)
 		}
 	}
 	t.Logf("of %d keys, %d moved to the fourth replica and %d between the three others", len(ks), toNew, between)
-	// Every replica reaches each key's previous owner through Previous:
-	// the new one, the ring the others had before it came; the others,
-	// the ring they had before it changed. None asks itself.
+	// Every replica reaches each key's previous owner through Previous,
+	// ready once its connection is made (asking makes it): the new one, the
+	// ring the others had before it came; the others, the ring they had
+	// before it changed. None asks itself.
+	testkit.WaitFor(t, "every ring's previous owners connected", func() bool {
+		for _, r := range rings {
+			for _, k := range ks {
+				if prev, ready := r.Previous(KeyHash(k)); prev != nil && !ready {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	for i, r := range rings {
 		for _, k := range ks {
-			previous := r.Previous(KeyHash(k))
+			previous, _ := r.Previous(KeyHash(k))
 			if previous == nil {
 				if before[k] != addrs[i] {
 					t.Errorf("%s: ring %d has no previous owner, want %s", k, i, before[k])

@@ -28,9 +28,17 @@ import (
 // owner never makes a call for it. An answer it hands over is kept here
 // for what is left of it, and refreshed early when it would have been
 // refreshed there (collapse.Options.Handed); without one, the call is made
-// here. Only a replica that leaves hands nothing over (it is gone): the
-// others keep the copies they were forwarded of its keys (peer.go) until
-// its answers' early refreshes were due.
+// here. A replica that leaves hands its keys over as long as it serves (a
+// pod's preStop); once it is gone, the others keep the copies they were
+// forwarded of its keys (peer.go) until its answers' early refreshes were
+// due.
+//
+// The replicas see a change each in its own time (each resolves them every
+// peers.ResolveInterval). A replica that sees it first forwards a moved
+// key to its new owner, which may not see it yet: in the new owner's own
+// ring, another replica owns the key, and holds its answer. So a call
+// forwarded here for a key this replica's ring puts on another replica
+// asks that one first, as it would a previous owner.
 //
 // A purge must not be undone by a handoff: the previous owner may not have
 // taken it yet when this replica has (each replica takes it in its own
@@ -53,27 +61,38 @@ const (
 // front.
 var HandoffResults = []string{HandoffTaken, HandoffNone, HandoffFailed}
 
-// handoffTimeout bounds the wait for a previous owner, which answers from
-// memory: a previous owner slower than that is gone, and the call is made
-// here.
-const handoffTimeout = time.Second
+// handoffTimeout bounds the wait for the replica asked, which answers from
+// memory: one slower than that is gone, and the call is made here. The
+// wait for one whose connection is not made yet is shorter (it may never
+// be made: the replica left): handoffConnectTimeout, time enough for a
+// connection and its TLS handshake to a replica that is there.
+const (
+	handoffTimeout        = time.Second
+	handoffConnectTimeout = 200 * time.Millisecond
+)
 
 // errNoHandoff answers a handoff call for a key this replica holds no
 // fresh answer of.
 var errNoHandoff = status.Error(codes.NotFound, "collapser: no fresh answer held for the key")
 
-// takeOver asks the previous owner of the key with hash, which this
-// replica owns, for the answer it holds, and returns it (with its status),
-// to be kept for what is left of it there; nil when it holds none, or
-// there is no previous owner to ask (the replicas did not change lately,
-// the key did not move, or this replica took a purge less than
-// coherence.Lease ago).
-func (p *Proxy) takeOver(ctx context.Context, hash string, c *unaryCall) (*Response, error) {
-	prev := p.ring.Previous(hash)
-	if prev == nil || p.now().Sub(time.Unix(0, p.purgedAt.Load())) < coherence.Lease {
+// takeOver asks the replica that may hold the answer of the key with hash,
+// a key this replica owns or was forwarded as its owner, for it (holder),
+// and returns it (with its status), to be kept for what is left of it
+// there; nil when it holds none, or there is none to ask, or this replica
+// took a purge less than coherence.Lease ago.
+func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *unaryCall) (*Response, error) {
+	if p.now().Sub(time.Unix(0, p.purgedAt.Load())) < coherence.Lease {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, handoffTimeout)
+	prev, ready := p.holder(hash, forwarded)
+	if prev == nil {
+		return nil, nil
+	}
+	timeout := handoffTimeout
+	if !ready {
+		timeout = handoffConnectTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var header, trailer metadata.MD
 	var reply frame
@@ -94,6 +113,20 @@ func (p *Proxy) takeOver(ctx context.Context, hash string, c *unaryCall) (*Respo
 	resp, err := p.response(reply, header, trailer, err)
 	resp.life, resp.aged, resp.handed, resp.refreshIn = life, true, true, refreshIn
 	return resp, err
+}
+
+// holder returns the connection to the replica that may hold the answer
+// of the key with hash, which this replica is to call as its owner: for a
+// call forwarded here of a key this replica's own ring puts on another
+// replica, that one (the forwarder saw the replicas change first); else
+// the key's previous owner, for a while after the replicas changed
+// (Peers.Previous); nil when there is none. ready is false while the
+// connection to it is not made.
+func (p *Proxy) holder(hash string, forwarded bool) (conn grpc.ClientConnInterface, ready bool) {
+	if forwarded && p.ring.OwnedByAnother(hash) {
+		return p.ring, true
+	}
+	return p.ring.Previous(hash)
 }
 
 // ownedHash returns the hash of pl's key, one this replica owns: a

@@ -56,10 +56,14 @@ type Peers interface {
 	// Owns reports whether this replica owns the key with hash: its call is
 	// made here, without a call to its own peer port.
 	Owns(hash string) bool
+	// OwnedByAnother reports whether this replica's ring puts the key with
+	// hash on another replica, as far as it knows now.
+	OwnedByAnother(hash string) bool
 	// Previous returns the connection to the owner the key with hash had
 	// before the replicas last changed, while they changed recently and
-	// that owner is another replica, ready; nil otherwise (handoff.go).
-	Previous(hash string) grpc.ClientConnInterface
+	// that owner is another replica; nil otherwise (handoff.go). ready is
+	// false while the connection to that owner is not made.
+	Previous(hash string) (conn grpc.ClientConnInterface, ready bool)
 }
 
 // peerRing places every key on its owner among the replicas, by the

@@ -89,8 +89,8 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 		case pl.owner != nil && p.forwarding.Forward(c.method, pl.hash):
 			resp, err = p.invokeOwner(callCtx, pl, c, cc.Refresh())
 		case (pl.owned || owned) && !cc.Refresh() && cc.Background() == collapse.Foreground:
-			// A key this replica may have taken over: its previous owner first.
-			if resp, err = p.takeOver(callCtx, ownedHash(pl), c); resp == nil {
+			// A key this replica may have taken over: who may hold it first.
+			if resp, err = p.takeOver(callCtx, ownedHash(pl), owned, c); resp == nil {
 				resp, err = p.invokeHere(callCtx, pl, c)
 			}
 		default:

@@ -65,6 +65,43 @@ func (j *joiningFleet) join(t *testing.T) *replica {
 	return j.rs[3]
 }
 
+// joinSeenByOthersFirst starts the fourth replica and makes it ready in
+// the others' rings, but not yet in its own, as when it resolves the
+// replicas a little later than they do: its own resolver still names the
+// three others alone. It waits until the others' rings agree on each
+// key's owner, the new replica one of them.
+func (j *joiningFleet) joinSeenByOthersFirst(t *testing.T) *replica {
+	own := testkit.NewResolver("own"+strings.ToLower(rand.Text()), testkit.Endpoints(j.f.addrs[:3]...))
+	resolver.Register(own)
+	j.f.lis[3] = testkit.Listen(t, j.f.addrs[3])
+	joined := j.f.start(t, 3, j.addrs[3], func(c *config.Settings) {
+		j.edit(c)
+		c.Peers = own.Scheme() + ":///peers"
+	})
+	j.ready.UpdateState(testkit.Endpoints(j.f.addrs...))
+	testkit.WaitFor(t, "the others' rings agree on each key's owner, the new replica one of them", func() bool {
+		moved := 0
+		for h := range 200 {
+			owners := 0
+			for _, r := range j.rs {
+				if r.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
+					owners++
+				}
+			}
+			if owners > 1 || joined.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
+				return false
+			}
+			if owners == 0 {
+				moved++
+			}
+		}
+		return moved > 0
+	})
+	j.rs = append(j.rs, joined)
+	waitLeases(t, j.rs)
+	return joined
+}
+
 // leave takes replica i out of the ready replicas (every resolver stops
 // naming it, as a headless Service's DNS name does once a pod's preStop
 // starts), and waits until the rings of the others put each key on one of
@@ -126,7 +163,7 @@ func read(t *testing.T, r *replica, n int) {
 }
 
 // handoffs returns r's count of handoffs with result.
-func handoffs(t *testing.T, r *replica, result string) float64 {
+func handoffs(t testing.TB, r *replica, result string) float64 {
 	return r.sidecar.metricSum(t, "collapser_handoffs_total", map[string]string{"result": result})
 }
 
@@ -158,6 +195,26 @@ func TestHandoff_AReplicaThatJoinsTakesItsKeysAnswersOverFromTheirPreviousOwners
 	read(t, joined, keys)
 	if got := j.backends[3].Calls.SayHello.Load(); got != 0 || handoffs(t, joined, "taken") != taken {
 		t.Errorf("the new replica's backend made %d calls, and it asked for %v handoffs more; want none", got, handoffs(t, joined, "taken")-taken)
+	}
+}
+
+// The others see a new pod before it sees itself: they forward it keys
+// its own ring still puts on their previous owners, which it asks for them,
+// and it makes no backend call for any of them.
+func TestHandoff_AReplicaForwardedKeysBeforeItSeesItselfJoinAsksTheirOwners(t *testing.T) {
+	const keys = 40
+	j := newJoiningFleet(t)
+	read(t, j.rs[0], keys)
+	joined := j.joinSeenByOthersFirst(t)
+	read(t, j.rs[1], keys) // replica 1 forwards the keys the new replica owns to it
+	taken := handoffs(t, joined, "taken")
+	t.Logf("the new replica took %v of %d keys over; %d backend calls in all", taken, keys, j.calls())
+	if got := j.calls(); got != keys {
+		t.Errorf("reading the keys through another replica made %d backend calls, want none", got-keys)
+	}
+	if taken == 0 || handoffs(t, joined, "none")+handoffs(t, joined, "failed") != 0 {
+		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and every owner in the new replica's ring to hold its keys' answers",
+			taken, handoffs(t, joined, "none"), handoffs(t, joined, "failed"))
 	}
 }
 
