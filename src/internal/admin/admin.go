@@ -59,8 +59,12 @@ type Purger interface {
 	PurgeMethod(method string, how proxy.Purge) int
 	PurgeTag(tag string, how proxy.Purge) int
 	// PurgeAll takes back everything, hard, and detaches every call in
-	// flight.
+	// flight: a purge of everything.
 	PurgeAll() int
+	// TakeBackAll takes back everything as PurgeAll does, for a replica
+	// that may have missed purges it applies once it syncs again: no
+	// purge itself.
+	TakeBackAll() int
 }
 
 // Observer is told about every purge (implemented by *metrics.Recorder).

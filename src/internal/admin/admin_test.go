@@ -54,6 +54,11 @@ func (p *purges) PurgeAll() int {
 	return p.n
 }
 
+func (p *purges) TakeBackAll() int {
+	p.calls = append(p.calls, "take back all")
+	return p.n
+}
+
 // how2s writes how: hard or soft, then the scope unless it is Everything.
 func how2s(how proxy.Purge) string {
 	s := "hard"

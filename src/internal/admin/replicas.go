@@ -130,7 +130,13 @@ func NewReplicas(o ReplicasOptions) (*Replicas, error) {
 				purgeWith(o.Purger, kind, e.GetPurge(), proxy.Purge{Soft: e.GetPurge().GetSoft(), Scope: proxyScope(e.GetScope())})
 			}
 		},
-		Flush:    func() { o.Purger.PurgeAll() },
+		Flush: func(missed bool) {
+			if missed {
+				o.Purger.PurgeAll()
+			} else {
+				o.Purger.TakeBackAll()
+			}
+		},
 		Hold:     o.Hold,
 		Lease:    o.Lease,
 		Interval: o.SyncInterval,

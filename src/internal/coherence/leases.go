@@ -72,8 +72,11 @@ type LeasesOptions struct {
 	// Apply takes back here what an entry took back.
 	Apply func(*peerv1.Entry)
 	// Flush takes back everything this replica keeps, and detaches every
-	// call in flight.
-	Flush func()
+	// call in flight. missed: purges this replica has yet to apply are
+	// gone from a journal, and never will be applied. Otherwise a lease ran
+	// out, or this replica is not listed: it may have missed purges, which
+	// it applies once it syncs again.
+	Flush func(missed bool)
 	// Hold is told, after every Sync, until when this replica may serve
 	// what it keeps and share calls: when the first lease it holds runs
 	// out (far in the future while it holds none). Past it, until the next
@@ -129,7 +132,7 @@ func (l *Leases) lapse(why string) {
 	}
 	l.lapsed = true
 	l.lapses.Add(1)
-	l.o.Flush()
+	l.o.Flush(false)
 	l.o.Logger.Warn("coherence: " + why + ": everything kept was taken back, and calls share nothing until every replica is reached again")
 }
 
@@ -243,7 +246,7 @@ func (l *Leases) syncWith(ctx context.Context, addr, self string) synced {
 func (l *Leases) apply(resp *peerv1.SyncResponse) {
 	a := l.appliedOf(resp.GetJournal())
 	if resp.GetLost() {
-		l.o.Flush()
+		l.o.Flush(true)
 		l.o.Logger.Warn("coherence: purges this replica missed are gone from another replica's journal: everything kept was taken back", "journal", resp.GetJournal())
 	} else {
 		for _, e := range resp.GetEntries() {

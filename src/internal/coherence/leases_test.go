@@ -50,6 +50,7 @@ type testLessee struct {
 	gone    map[string]bool
 	applied []uint64 // the entries it applied, in order
 	flushes int
+	missed  int       // the flushes told purges were missed for good
 	until   time.Time // what Hold was told last
 }
 
@@ -84,10 +85,13 @@ func newTestLessee(t *testing.T, clock *testkit.Clock, conns map[string]*journal
 			defer l.mu.Unlock()
 			l.applied = append(l.applied, e.GetSeq())
 		},
-		Flush: func() {
+		Flush: func(missed bool) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.flushes++
+			if missed {
+				l.missed++
+			}
 		},
 		Hold: func(until time.Time) {
 			l.mu.Lock()
@@ -97,6 +101,13 @@ func newTestLessee(t *testing.T, clock *testkit.Clock, conns map[string]*journal
 		Now: clock.Now,
 	})
 	return l
+}
+
+// missedFlushes returns how many flushes were told purges were missed.
+func (l *testLessee) missedFlushes() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.missed
 }
 
 func (l *testLessee) state() (applied []uint64, flushes int) {
@@ -155,8 +166,8 @@ func TestLeases_LostEntriesTakeEverythingBack(t *testing.T) {
 	}
 	r := newTestLessee(t, clock, map[string]*journalConn{"a:1": a})
 	r.Sync(testkit.Context(t))
-	if applied, flushes := r.state(); len(applied) != 0 || flushes != 1 {
-		t.Errorf("applied %d entries with %d flushes, want none and one flush", len(applied), flushes)
+	if applied, flushes := r.state(); len(applied) != 0 || flushes != 1 || r.missedFlushes() != 1 {
+		t.Errorf("applied %d entries with %d flushes (%d for missed purges), want none and one flush, for missed purges", len(applied), flushes, r.missedFlushes())
 	}
 }
 
@@ -185,8 +196,8 @@ func TestLeases_ALeaseThatRunsOutTakesEverythingBackUntilRenewed(t *testing.T) {
 	for range 2 {
 		r.Sync(ctx)
 	}
-	if _, flushes := r.state(); flushes != 1 {
-		t.Errorf("flushes = %d, want 1: everything taken back once", flushes)
+	if _, flushes := r.state(); flushes != 1 || r.missedFlushes() != 0 {
+		t.Errorf("flushes = %d (%d for missed purges), want 1: everything taken back once, with no purge known missed", flushes, r.missedFlushes())
 	}
 	if st := r.Stats(); st.Coherent || st.Lapses != 1 || st.Held != 1 {
 		t.Errorf("stats %+v, want not coherent, 1 lapse, 1 lease", st)

@@ -44,7 +44,11 @@ import (
 // taken it yet when this replica has (each replica takes it in its own
 // time). So for coherence.Lease after this replica took one, it asks no
 // previous owner: by then every replica has taken the purge, or has taken
-// back everything it held (package coherence).
+// back everything it held (package coherence). Taking everything back
+// because a lease ran out, or because the replicas' name does not list
+// this replica yet (a pod that starts), is no purge (TakeBackAll): the
+// purges missed meanwhile are taken when it syncs again, before it serves
+// or asks anything.
 
 // Why a handoff was asked for, as passed to Observer.ObserveHandoff.
 const (

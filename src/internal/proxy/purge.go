@@ -129,10 +129,21 @@ func (s Scope) match(key string) (string, bool) {
 }
 
 // PurgeAll takes back everything the proxy keeps, hard, and detaches
-// every call in flight: what a replica does when it cannot tell which
-// purges it missed.
+// every call in flight: what a replica does when purges it missed are
+// gone from the journal that had them. It is a purge: for a while, no
+// previous owner is asked for an answer (handoff.go).
 func (p *Proxy) PurgeAll() int {
 	p.purgedAt.Store(p.now().UnixNano())
+	return p.TakeBackAll()
+}
+
+// TakeBackAll takes back everything as PurgeAll does, but is no purge:
+// what a replica does when a lease ran out, or it is not listed among the
+// replicas (at its start, until the replicas' name lists it). It serves
+// nothing it keeps, and asks no previous owner, until it syncs again with
+// every replica, and then applies the purges it missed: those are the
+// purges it took.
+func (p *Proxy) TakeBackAll() int {
 	all := func(string) bool { return true }
 	return p.group.PurgeMatching(func(string, *Response) bool { return true }, all, false) +
 		p.streams.Purge(func(string, metadata.MD, bool) bool { return true })

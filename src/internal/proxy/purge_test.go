@@ -117,3 +117,34 @@ func TestPurge_AllTakesBackEveryAnswerAndRecord(t *testing.T) {
 		t.Errorf("backend calls %d, streams %d after PurgeAll; want 2 and 2", calls, streams)
 	}
 }
+
+// PurgeAll is a purge: for a lease after it, the proxy asks no replica for
+// an answer it may hold (handoff.go), which may not have taken the purge
+// yet. TakeBackAll is none: the proxy asks at once. The proxy's ring does
+// not know it (agedProxy): its calls are forwarded to its own peer
+// listener, which finds their keys on another replica of its ring, and
+// asks that one (itself) first.
+func TestPurge_AllHoldsTheAsksForAnAnswerTakingBackAllDoesNot(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		take func(*proxy.Proxy) int
+		asks int
+	}{
+		{"PurgeAll", (*proxy.Proxy).PurgeAll, 0},
+		{"TakeBackAll", (*proxy.Proxy).TakeBackAll, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startBackend(t, nil)
+			s := agedProxy(t, b.addr, testkit.NewClock(time.Unix(1e9, 0)), time.Hour, 0)
+			tt.take(s.proxy)
+			if r := sayHello(testkit.Context(t), s.client, "ann", ""); r.err != nil {
+				t.Fatal(r.err)
+			}
+			s.observed.mu.Lock()
+			defer s.observed.mu.Unlock()
+			if got := len(s.observed.handoffs); got != tt.asks {
+				t.Errorf("%d asks for the answer (%v), want %d", got, s.observed.handoffs, tt.asks)
+			}
+		})
+	}
+}
