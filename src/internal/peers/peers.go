@@ -129,8 +129,8 @@ const staticScheme = "collapser-peers"
 var reconnect = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}
 
 // Ring is the connection to the replicas: calls made on it reach the owner
-// of their key (HashHeader), and Owns tells, without a call, the keys this
-// replica owns itself.
+// of their key (HashHeader), and Owner tells, without a call, the keys
+// this replica owns itself.
 type Ring struct {
 	*grpc.ClientConn
 	view *view
@@ -184,7 +184,7 @@ func dialRing(target string, v *view, extra []grpc.DialOption) (ringConn, error)
 		// seconds where names outside the cluster do not resolve.
 		grpc.WithDisableServiceConfig(),
 		// The ring and its resolutions live as long as the connection, used
-		// or not: Owns answers from them.
+		// or not: Owner answers from them.
 		grpc.WithIdleTimeout(0),
 	)
 	opts = append(opts, extra...)
@@ -215,20 +215,12 @@ func (c ringConn) Close() error {
 	return c.ClientConn.Close()
 }
 
-// Owns reports whether this replica owns the key with hash (KeyHash), by
-// ring_hash's pick: its shared call is made here, with no call to its own
-// peer port. False for another replica's key, and while the pick is not
-// known (its connection is being made): the call then goes over the
-// connection, whose pick decides.
-func (r *Ring) Owns(hash string) bool { return r.view.owns(hash) }
-
-// OwnedByAnother reports whether ring_hash's pick puts the key with hash
-// on another replica: false for this replica's key, and while the pick is
-// not known.
-func (r *Ring) OwnedByAnother(hash string) bool {
-	self, known := r.view.owner(hash)
-	return known && !self
-}
+// Owner reports whether ring_hash's pick puts the key with hash (KeyHash)
+// on this replica (self): its shared call is made here, with no call to
+// its own peer port. known is false while the pick is not known: the
+// connection to the owner, which may be this replica itself, is being
+// made (the pick started it).
+func (r *Ring) Owner(hash string) (self, known bool) { return r.view.owner(hash) }
 
 // Members returns how many replicas the resolver last named, this one
 // included.

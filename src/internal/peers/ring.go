@@ -75,14 +75,6 @@ func (v *view) owner(hash string) (self, known bool) {
 	return false, true
 }
 
-// owns reports whether the key with hash is this replica's: false when it
-// is another's, and when the pick is not known yet (the call then goes
-// through the connection, whose own pick decides).
-func (v *view) owns(hash string) bool {
-	self, _ := v.owner(hash)
-	return self
-}
-
 // addSelf records a SubConn to this replica itself; dropSelf forgets it
 // once it is shut down.
 func (v *view) addSelf(sc balancer.SubConn) {

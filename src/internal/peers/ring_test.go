@@ -28,9 +28,9 @@ func dialRings(t *testing.T, addrs []string) []*Ring {
 }
 
 // checkOwners makes a call of every key on every ring (which connects to
-// its owner) and checks that each ring sends it to the same owner, that
-// Owns is true on exactly that owner's own ring, and OwnedByAnother on
-// every other. It returns each key's owner.
+// its owner) and checks that each ring sends it to the same owner, and
+// that Owner says it is self, known, on exactly that owner's own ring. It
+// returns each key's owner.
 func checkOwners(t *testing.T, rings []*Ring, addrs []string, keys []string) map[string]string {
 	t.Helper()
 	owners := map[string]string{}
@@ -45,11 +45,8 @@ func checkOwners(t *testing.T, rings []*Ring, addrs []string, keys []string) map
 	}
 	for _, key := range keys {
 		for i, r := range rings {
-			if got, want := r.Owns(KeyHash(key)), owners[key] == addrs[i]; got != want {
-				t.Errorf("%s: ring %d (%s) Owns = %v, want %v (owner %s)", key, i, addrs[i], got, want, owners[key])
-			}
-			if got, want := r.OwnedByAnother(KeyHash(key)), owners[key] != addrs[i]; got != want {
-				t.Errorf("%s: ring %d (%s) OwnedByAnother = %v, want %v (owner %s)", key, i, addrs[i], got, want, owners[key])
+			if self, known := r.Owner(KeyHash(key)); !known || self != (owners[key] == addrs[i]) {
+				t.Errorf("%s: ring %d (%s) Owner = %v, known %v; want %v, known (owner %s)", key, i, addrs[i], self, known, owners[key] == addrs[i], owners[key])
 			}
 		}
 	}
@@ -93,19 +90,19 @@ func TestRing_AReplicaThatDoesNotKnowItselfOwnsNothing(t *testing.T) {
 	}
 	defer r.Close()
 	owner(t, r.ClientConn, "key") // connected
-	if r.Owns(KeyHash("key")) || !r.OwnedByAnother(KeyHash("key")) {
-		t.Error("Owns = true, or OwnedByAnother false, for a ring that lists no address of its own")
+	if self, known := r.Owner(KeyHash("key")); self || !known {
+		t.Errorf("Owner = %v, known %v, for a ring that lists no address of its own; want another's, known", self, known)
 	}
 }
 
-func TestRing_AKeyWhoseOwnerIsNotReachedIsNeitherOwnedNorAnothers(t *testing.T) {
+func TestRing_TheOwnerOfAKeyIsNotKnownBeforeItsConnectionIsMade(t *testing.T) {
 	r, err := Dial("127.0.0.1:1", "127.0.0.1:0", plain) // nothing listens on port 1
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if h := KeyHash("key"); r.Owns(h) || r.OwnedByAnother(h) {
-		t.Errorf("Owns = %v, OwnedByAnother = %v before the owner's connection is made; want both false", r.Owns(h), r.OwnedByAnother(h))
+	if self, known := r.Owner(KeyHash("key")); self || known {
+		t.Errorf("Owner = %v, known %v before the owner's connection is made; want not known", self, known)
 	}
 }
 

@@ -35,9 +35,12 @@
 //   - a key another replica owns is forwarded to its owner when package
 //     forwarding says so: while its method's forwarded calls share at the
 //     owner, and otherwise for a hot key (its calls were shared here
-//     lately) or one in the sample. The calls go through one connection to
-//     the replicas whose ring_hash balancer picks the owner, and the owner
-//     serves them on its peer port with its own backend;
+//     lately) or one in the sample, and always while the ring's
+//     connection to the owner is being made (the owner may be this replica
+//     itself: its peer port then meets the key's calls under its owner's
+//     entries). The calls go through one connection to the replicas whose
+//     ring_hash balancer picks the owner, and the owner serves them on its
+//     peer port with its own backend;
 //   - any other call of a key another replica owns is kept: made here, with
 //     the local backend (OwnerKept), as is a call whose owner could not be
 //     reached.

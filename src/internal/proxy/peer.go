@@ -40,6 +40,11 @@ type placement struct {
 	owner grpc.ClientConnInterface
 	// owned: this replica owns the key (observed as OwnerSelf).
 	owned bool
+	// another: owner is known to reach another replica. False while the
+	// ring's connection to the owner is being made: the owner may be this
+	// replica itself, so the call goes through owner, whatever its
+	// method's forwarding says, and meets the calls of the key there.
+	another bool
 }
 
 // noPeers makes every shared call here: a sidecar without peers, and every
@@ -53,12 +58,11 @@ func (noPeers) place(key string) placement { return placement{key: key} }
 // peers.HashHeader.
 type Peers interface {
 	grpc.ClientConnInterface
-	// Owns reports whether this replica owns the key with hash: its call is
-	// made here, without a call to its own peer port.
-	Owns(hash string) bool
-	// OwnedByAnother reports whether this replica's ring puts the key with
-	// hash on another replica, as far as it knows now.
-	OwnedByAnother(hash string) bool
+	// Owner reports whether this replica owns the key with hash (self):
+	// its call is made here, without a call to its own peer port; and
+	// whether that is known (known): false while the connection to the
+	// owner, maybe this replica itself, is being made.
+	Owner(hash string) (self, known bool)
 	// Previous returns the connection to the owner the key with hash had
 	// before the replicas last changed, while they changed recently and
 	// that owner is another replica; nil otherwise (handoff.go). ready is
@@ -73,10 +77,11 @@ type peerRing struct{ ring Peers }
 
 func (r peerRing) place(key string) placement {
 	hash := peers.KeyHash(key)
-	if r.ring.Owns(hash) {
+	self, known := r.ring.Owner(hash)
+	if self {
 		return placement{key: peerKeyPrefix + key, hash: hash, owned: true}
 	}
-	return placement{key: key, hash: hash, owner: r.ring}
+	return placement{key: key, hash: hash, owner: r.ring, another: known}
 }
 
 // Who answered a call forwarded to its key's owner, as passed to

@@ -86,7 +86,7 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 		case cc.Own():
 			// For this caller alone: made here, nothing to share or keep.
 			return p.invokeHere(callCtx, placement{}, c)
-		case pl.owner != nil && p.forwarding.Forward(c.method, pl.hash):
+		case pl.owner != nil && (!pl.another || p.forwarding.Forward(c.method, pl.hash)):
 			resp, err = p.invokeOwner(callCtx, pl, c, cc.Refresh())
 		case (pl.owned || owned) && !cc.Refresh() && cc.Background() == collapse.Foreground:
 			// A key this replica may have taken over: who may hold it first.

@@ -84,11 +84,11 @@ func (j *joiningFleet) joinSeenByOthersFirst(t *testing.T) *replica {
 		for h := range 200 {
 			owners := 0
 			for _, r := range j.rs {
-				if r.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
+				if owns(r, fmt.Sprint(h)) {
 					owners++
 				}
 			}
-			if owners > 1 || joined.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
+			if owners > 1 || owns(joined, fmt.Sprint(h)) {
 				return false
 			}
 			if owners == 0 {
@@ -124,14 +124,14 @@ func (j *joiningFleet) leave(t *testing.T, i int) []*replica {
 func waitOwners(t *testing.T, rs []*replica, owner int) {
 	t.Helper()
 	testkit.WaitFor(t, "every ring agrees on each key's owner", func() bool {
-		owns := 0
+		on := 0
 		for h := range 200 {
 			owners := 0
 			for i, r := range rs {
-				if r.sidecar.fleet.Ring().Owns(fmt.Sprint(h)) {
+				if owns(r, fmt.Sprint(h)) {
 					owners++
 					if i == owner {
-						owns++
+						on++
 					}
 				}
 			}
@@ -139,7 +139,7 @@ func waitOwners(t *testing.T, rs []*replica, owner int) {
 				return false
 			}
 		}
-		return owner < 0 || owns > 0
+		return owner < 0 || on > 0
 	})
 }
 
@@ -260,4 +260,10 @@ func TestHandoff_NoneIsAskedForSoonAfterAPurge(t *testing.T) {
 	if got := j.backends[3].Calls.SayHello.Load(); got == 0 {
 		t.Error("the new replica's backend made no call: it took no key over, or did not make the calls itself")
 	}
+}
+
+// owns reports whether r's ring knows r to own the key with hash.
+func owns(r *replica, hash string) bool {
+	self, _ := r.sidecar.fleet.Ring().Owner(hash)
+	return self
 }
