@@ -127,8 +127,10 @@ func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *un
 // (Peers.Previous); nil when there is none. ready is false while the
 // connection to it is not made.
 func (p *Proxy) holder(hash string, forwarded bool) (conn grpc.ClientConnInterface, ready bool) {
-	if self, known := p.ring.Owner(hash); forwarded && known && !self {
-		return p.ring, true
+	if forwarded {
+		if self, known := p.ring.Owner(hash); known && !self {
+			return p.ring, true
+		}
 	}
 	return p.ring.Previous(hash)
 }

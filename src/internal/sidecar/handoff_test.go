@@ -162,6 +162,30 @@ func read(t *testing.T, r *replica, n int) {
 	}
 }
 
+// handoffTotals sums the handoffs of rs, by result.
+func handoffTotals(t testing.TB, rs ...*replica) (taken, none, failed float64) {
+	for _, r := range rs {
+		taken, none, failed = taken+handoffs(t, r, "taken"), none+handoffs(t, r, "none"), failed+handoffs(t, r, "failed")
+	}
+	return taken, none, failed
+}
+
+// checkTakenOver checks what reading keys loaded before a change made: no
+// backend call, and rs took some of them over, every replica asked holding
+// the answer asked for. It returns how many rs took over.
+func (j *joiningFleet) checkTakenOver(t *testing.T, keys int, rs ...*replica) float64 {
+	t.Helper()
+	taken, none, failed := handoffTotals(t, rs...)
+	t.Logf("%d replicas took %v of %d keys over (none %v, failed %v); %d backend calls in all", len(rs), taken, keys, none, failed, j.calls())
+	if got := j.calls(); got != int64(keys) {
+		t.Errorf("reading the keys again made %d backend calls, want none", got-int64(keys))
+	}
+	if taken == 0 || none+failed != 0 {
+		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and every replica asked to hold its keys' answers", taken, none, failed)
+	}
+	return taken
+}
+
 // handoffs returns r's count of handoffs with result.
 func handoffs(t testing.TB, r *replica, result string) float64 {
 	return r.sidecar.metricSum(t, "collapser_handoffs_total", map[string]string{"result": result})
@@ -181,15 +205,7 @@ func TestHandoff_AReplicaThatJoinsTakesItsKeysAnswersOverFromTheirPreviousOwners
 
 	joined := j.join(t)
 	read(t, joined, keys)
-	taken := handoffs(t, joined, "taken")
-	t.Logf("the new replica took %v of %d keys over; %d backend calls in all", taken, keys, j.calls())
-	if got := j.calls(); got != keys {
-		t.Errorf("reading the keys through the new replica made %d backend calls, want none", got-keys)
-	}
-	if taken == 0 || handoffs(t, joined, "none")+handoffs(t, joined, "failed") != 0 {
-		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and every previous owner to hold its keys' answers",
-			taken, handoffs(t, joined, "none"), handoffs(t, joined, "failed"))
-	}
+	taken := j.checkTakenOver(t, keys, joined)
 	// Taken over, the answers are the new replica's own: read again, they
 	// are hits there, and its backend made no call.
 	read(t, joined, keys)
@@ -207,15 +223,7 @@ func TestHandoff_AReplicaForwardedKeysBeforeItSeesItselfJoinAsksTheirOwners(t *t
 	read(t, j.rs[0], keys)
 	joined := j.joinSeenByOthersFirst(t)
 	read(t, j.rs[1], keys) // replica 1 forwards the keys the new replica owns to it
-	taken := handoffs(t, joined, "taken")
-	t.Logf("the new replica took %v of %d keys over; %d backend calls in all", taken, keys, j.calls())
-	if got := j.calls(); got != keys {
-		t.Errorf("reading the keys through another replica made %d backend calls, want none", got-keys)
-	}
-	if taken == 0 || handoffs(t, joined, "none")+handoffs(t, joined, "failed") != 0 {
-		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and every owner in the new replica's ring to hold its keys' answers",
-			taken, handoffs(t, joined, "none"), handoffs(t, joined, "failed"))
-	}
+	j.checkTakenOver(t, keys, joined)
 }
 
 // A pod that leaves serves on through its preStop: the replicas that own
@@ -226,17 +234,7 @@ func TestHandoff_TheKeysOfAReplicaThatLeavesAreTakenOverFromIt(t *testing.T) {
 	read(t, j.rs[0], keys)
 	stay := j.leave(t, 2)
 	read(t, stay[1], keys) // replica 1 holds no copies: each key is asked of its owner
-	var taken, none, failed float64
-	for _, r := range stay {
-		taken, none, failed = taken+handoffs(t, r, "taken"), none+handoffs(t, r, "none"), failed+handoffs(t, r, "failed")
-	}
-	t.Logf("the replicas that stay took %v of %d keys over (none %v, failed %v); %d backend calls in all", taken, keys, none, failed, j.calls())
-	if got := j.calls(); got != keys {
-		t.Errorf("reading the keys through the replicas that stay made %d backend calls, want none", got-keys)
-	}
-	if taken == 0 || none+failed != 0 {
-		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and the leaving replica to hold its keys' answers", taken, none, failed)
-	}
+	j.checkTakenOver(t, keys, stay...)
 }
 
 // A purge the new replica took may not have reached a previous owner yet:

@@ -209,12 +209,7 @@ func BenchmarkLoadRollout(b *testing.B) {
 		cancel()
 		load.Wait()
 		ro.changes.Wait()
-		var taken, none, failed float64
-		for _, r := range ro.rs[3:] {
-			taken += handoffs(b, r, "taken")
-			none += handoffs(b, r, "none")
-			failed += handoffs(b, r, "failed")
-		}
+		taken, none, failed := handoffTotals(b, ro.rs[3:]...)
 		b.Logf("%d keys, %d reads/s, TTL %v: quiet %d backend calls, restart (%v of %v) %d; the new replicas' handoffs: taken %v, none %v, failed %v; %d reads failed",
 			keys, rate, ttl, quiet, rolled.Round(100*time.Millisecond), window, restart, taken, none, failed, failures.Load())
 		b.ReportMetric(100*(float64(restart)/float64(quiet)-1), "%extra")
