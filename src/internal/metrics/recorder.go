@@ -108,7 +108,7 @@ func NewRecorder(o Options) *Recorder {
 			"Background calls that refreshed a kept answer of a collapsed unary method, by method and why (reason: early, an answer still read refreshed before its TTL ended, at a time drawn from its key; stale, an answer past its TTL served stale meanwhile; purge, an answer a soft purge of a method or tag took back, in its turn at COLLAPSER_SOFT_PURGE_RATE). Nobody waits for them. With peers only a key's owner refreshes it.",
 			"method", "reason"),
 		handoffs: counterVec("collapser_handoffs_total",
-			"Keys this replica took over when it joined the ring, whose previous owner it asked for the answer it held before making a call, by method and result (taken: the answer was handed over, no backend call made; none: the previous owner held no fresh answer; failed: it could not be asked). Asked for the first call of a unary method's key, for a short while after joining.",
+			"Keys this replica took over when it joined the ring, whose previous owner it asked for the answer it held before making a call, by method and result (taken: the answer was handed over, no backend call made; none: the previous owner held no fresh answer; failed: it could not be asked, or did not answer in time). Asked for the first call of a unary method's key, for a short while after joining.",
 			"method", "result"),
 		purges: counterVec("collapser_purges_total",
 			"Purges this sidecar made, asked through the admin service or by a write's success (policy invalidates), by kind (request, method, tag, none), mode (hard, soft) and result (ok; invalid: a bad request, nothing taken back; refused: not from loopback; partial: some replica not reached). With peers each is counted once, on the replica that took it to the others.",

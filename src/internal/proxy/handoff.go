@@ -57,7 +57,8 @@ const (
 	// HandoffNone: the previous owner held no fresh answer for the key.
 	HandoffNone = "none"
 	// HandoffFailed: the previous owner could not be asked (it is gone, or
-	// its connection failed); the call was made here.
+	// its connection failed), or did not answer in time; the call was made
+	// here.
 	HandoffFailed = "failed"
 )
 
@@ -69,10 +70,15 @@ var HandoffResults = []string{HandoffTaken, HandoffNone, HandoffFailed}
 // memory: one slower than that is gone, and the call is made here. The
 // wait for one whose connection is not made yet is shorter (it may never
 // be made: the replica left): handoffConnectTimeout, time enough for a
-// connection and its TLS handshake to a replica that is there.
+// connection and its TLS handshake to a replica that is there. Once such
+// a wait failed, the replica asked is most likely gone (a pod's address
+// that is gone answers nothing, and each of its keys would wait again):
+// for handoffUnreachedPause after, no key is asked of a replica whose
+// connection is not made; those calls are made here at once.
 const (
 	handoffTimeout        = time.Second
 	handoffConnectTimeout = 200 * time.Millisecond
+	handoffUnreachedPause = time.Second
 )
 
 // errNoHandoff answers a handoff call for a key this replica holds no
@@ -83,7 +89,9 @@ var errNoHandoff = status.Error(codes.NotFound, "collapser: no fresh answer held
 // a key this replica owns or was forwarded as its owner, for it (holder),
 // and returns it (with its status), to be kept for what is left of it
 // there; nil when it holds none, or there is none to ask, or this replica
-// took a purge less than coherence.Lease ago.
+// took a purge less than coherence.Lease ago, or the connection to the
+// replica is not made and such an ask failed less than
+// handoffUnreachedPause ago.
 func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *unaryCall) (*Response, error) {
 	if p.now().Sub(time.Unix(0, p.purgedAt.Load())) < coherence.Lease {
 		return nil, nil
@@ -94,14 +102,19 @@ func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *un
 	}
 	timeout := handoffTimeout
 	if !ready {
+		if p.now().Sub(time.Unix(0, p.unreachedAt.Load())) < handoffUnreachedPause {
+			return nil, nil
+		}
 		timeout = handoffConnectTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// The ask's own deadline passing is a failure to reach the replica;
+	// the caller's context ending is the caller's.
+	askCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var header, trailer metadata.MD
 	var reply frame
 	opts := append(p.callOptions(c.sub, authority(c.md)), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := prev.Invoke(toOwner(ctx, c.md, hash, peers.HandoffHeader), c.method, &frame{payload: c.payload}, &reply, opts...)
+	err := prev.Invoke(toOwner(askCtx, c.md, hash, peers.HandoffHeader), c.method, &frame{payload: c.payload}, &reply, opts...)
 	refreshIn, handed := parseRefreshIn(trailer.Get(peers.HandoffHeader))
 	life, aged := parseLife(trailer.Get(peers.LifeHeader))
 	switch {
@@ -112,6 +125,9 @@ func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *un
 		return nil, nil
 	default:
 		p.observer.ObserveHandoff(c.method, HandoffFailed)
+		if !ready {
+			p.unreachedAt.Store(p.now().UnixNano())
+		}
 		return nil, nil
 	}
 	resp, err := p.response(reply, header, trailer, err)

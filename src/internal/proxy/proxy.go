@@ -220,6 +220,10 @@ type Proxy struct {
 	// purgedAt is when the proxy last took a purge (UnixNano of now):
 	// no handoff for a while after (handoff.go).
 	purgedAt atomic.Int64
+	// unreachedAt is when an ask for a handoff last failed on a
+	// connection not made (UnixNano of now): no such ask for a while
+	// after (handoff.go).
+	unreachedAt atomic.Int64
 	// now is the clock of the engine and the records.
 	now func() time.Time
 	// keptUntil is when the proxy stops serving what it keeps and sharing
