@@ -7,14 +7,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
+	peerv1 "github.com/collapser/collapser/src/api/peer/v1"
 	"github.com/collapser/collapser/src/internal/peers"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/secretfile"
@@ -59,7 +62,8 @@ func (p *purges) TakeBackAll() int {
 	return p.n
 }
 
-// how2s writes how: hard or soft, then the scope unless it is Everything.
+// how2s writes how: hard or soft, then the scope unless it is Everything,
+// then the age unless it is zero.
 func how2s(how proxy.Purge) string {
 	s := "hard"
 	if how.Soft {
@@ -70,6 +74,9 @@ func how2s(how proxy.Purge) string {
 		s += " owned"
 	case proxy.Callers:
 		s += " callers"
+	}
+	if how.Age != 0 {
+		s += " taken " + how.Age.String() + " ago"
 	}
 	return s
 }
@@ -217,6 +224,30 @@ func TestNewPeer_APurgePushedTwiceIsAppliedOnce(t *testing.T) {
 	}
 	if !slices.Equal(p.calls, []string{"tag x hard"}) {
 		t.Errorf("asked %q, want the purge once", p.calls)
+	}
+}
+
+// An entry fetched from another replica's journal is taken as its scope
+// and its age say: the handoffs' pause after a purge counts from when the
+// journal took it. One whose purge is not valid changes nothing.
+func TestApplyEntry_TakesThePurgeOfItsScopeAsLongAgoAsItsAge(t *testing.T) {
+	tag := &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "x"}, Soft: true}
+	for _, tt := range []struct {
+		name  string
+		entry *peerv1.Entry
+		want  []string
+	}{
+		{"aged", &peerv1.Entry{Purge: tag, Scope: peerv1.Scope_SCOPE_OWNED, Age: durationpb.New(time.Minute)}, []string{"tag x soft owned taken 1m0s ago"}},
+		{"from a replica that sends no age", &peerv1.Entry{Purge: tag}, []string{"tag x soft"}},
+		{"not valid", &peerv1.Entry{Purge: &adminv1.PurgeRequest{}, Age: durationpb.New(time.Minute)}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &purges{}
+			applyEntry(p, tt.entry)
+			if !slices.Equal(p.calls, tt.want) {
+				t.Errorf("asked %q, want %q", p.calls, tt.want)
+			}
+		})
 	}
 }
 

@@ -125,11 +125,7 @@ func NewReplicas(o ReplicasOptions) (*Replicas, error) {
 		Self:     fanout.Self,
 		Conn:     fanout.Conn,
 		Gone:     fanout.Gone,
-		Apply: func(e *peerv1.Entry) {
-			if kind, err := check(e.GetPurge()); err == nil {
-				purgeWith(o.Purger, kind, e.GetPurge(), proxy.Purge{Soft: e.GetPurge().GetSoft(), Scope: proxyScope(e.GetScope())})
-			}
-		},
+		Apply:    func(e *peerv1.Entry) { applyEntry(o.Purger, e) },
 		Flush: func(missed bool) {
 			if missed {
 				o.Purger.PurgeAll()
@@ -144,6 +140,16 @@ func NewReplicas(o ReplicasOptions) (*Replicas, error) {
 		Logger:   o.Logger,
 	})
 	return r, nil
+}
+
+// applyEntry takes the purge of e, an entry of another replica's journal
+// fetched late, with p: of e's scope, taken as long ago as e's age. An
+// entry whose purge is not valid is skipped.
+func applyEntry(p Purger, e *peerv1.Entry) {
+	if kind, err := check(e.GetPurge()); err == nil {
+		purgeWith(p, kind, e.GetPurge(), proxy.Purge{Soft: e.GetPurge().GetSoft(), Scope: proxyScope(e.GetScope()),
+			Age: e.GetAge().AsDuration()})
+	}
 }
 
 // Run syncs with the other replicas until ctx ends (coherence.Leases).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/collapser/collapser/src/api/admin/v1"
 	peerv1 "github.com/collapser/collapser/src/api/peer/v1"
@@ -49,6 +50,7 @@ type Journal struct {
 	mu      sync.Mutex
 	seq     uint64             // the last entry's
 	entries []*peerv1.Entry    // the latest, oldest first
+	taken   []time.Time        // when each of entries was appended
 	bytes   int                // what entries hold (proto.Size)
 	lessees map[string]*lessee // by replica address
 	changed chan struct{}      // closed, and replaced, when a replica applies more
@@ -93,16 +95,17 @@ func (j *Journal) ID() string { return j.id }
 
 // Append adds a purge of scope and returns its number.
 func (j *Journal) Append(purge *adminv1.PurgeRequest, scope peerv1.Scope) uint64 {
+	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.seq++
 	e := &peerv1.Entry{Seq: j.seq, Purge: purge, Scope: scope}
-	j.entries = append(j.entries, e)
+	j.entries, j.taken = append(j.entries, e), append(j.taken, now)
 	j.bytes += proto.Size(e)
 	for len(j.entries) > 1 && (len(j.entries) > MaxEntries || j.bytes > MaxEntryBytes) {
 		j.bytes -= proto.Size(j.entries[0])
 		j.entries[0] = nil
-		j.entries = j.entries[1:]
+		j.entries, j.taken = j.entries[1:], j.taken[1:]
 	}
 	return j.seq
 }
@@ -140,7 +143,8 @@ func (j *Journal) prune(l *lessee) {
 }
 
 // Sync answers a replica's SyncRequest: the entries after the last it
-// applied, and a lease from now.
+// applied, each with its age (how long ago it was appended), and a lease
+// from now.
 func (j *Journal) Sync(req *peerv1.SyncRequest) *peerv1.SyncResponse {
 	now := j.now()
 	j.mu.Lock()
@@ -167,7 +171,10 @@ func (j *Journal) Sync(req *peerv1.SyncRequest) *peerv1.SyncResponse {
 	i, _ := slices.BinarySearchFunc(j.entries, since+1, func(e *peerv1.Entry, seq uint64) int {
 		return cmp.Compare(e.Seq, seq)
 	})
-	resp.Entries = slices.Clone(j.entries[i:])
+	for k, e := range j.entries[i:] {
+		resp.Entries = append(resp.Entries, &peerv1.Entry{Seq: e.Seq, Purge: e.Purge, Scope: e.Scope,
+			Age: durationpb.New(now.Sub(j.taken[i+k]))})
+	}
 	return resp
 }
 

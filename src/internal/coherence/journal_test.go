@@ -84,6 +84,31 @@ func TestJournal_KeepsTheLatestEntriesAndSaysWhenSomeAreLost(t *testing.T) {
 	}
 }
 
+// A replica that fetches a purge late learns how long ago the journal took
+// it: what follows a purge for a while (no handoff) counts from then. The
+// entries still held are sent with the ages they have when asked, after
+// the oldest went.
+func TestJournal_SyncSendsEachEntrysAge(t *testing.T) {
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	j := NewJournal(JournalOptions{Now: clock.Now})
+	for range MaxEntries {
+		j.Append(purgeOf("/a.B/Old"), peerv1.Scope_SCOPE_ALL)
+	}
+	clock.Advance(time.Minute)
+	j.Append(purgeOf("/a.B/M1"), peerv1.Scope_SCOPE_ALL) // the first goes
+	clock.Advance(3 * time.Second)
+	j.Append(purgeOf("/a.B/M2"), peerv1.Scope_SCOPE_ALL)
+	clock.Advance(time.Second)
+	entries := j.Sync(&peerv1.SyncRequest{Replica: "r:1", Journal: j.ID(), Since: MaxEntries - 1}).GetEntries()
+	var ages []time.Duration
+	for _, e := range entries {
+		ages = append(ages, e.GetAge().AsDuration())
+	}
+	if want := []time.Duration{time.Minute + 4*time.Second, 4 * time.Second, time.Second}; !slices.Equal(ages, want) {
+		t.Errorf("entries %v aged %v, want %v", seqs(entries), ages, want)
+	}
+}
+
 // awaitAsync runs j.Await on a goroutine of its own.
 func awaitAsync(ctx context.Context, j *Journal, seq uint64, others []string, members func() []string) <-chan []string {
 	c := make(chan []string, 1)

@@ -42,9 +42,13 @@ import (
 //
 // A purge must not be undone by a handoff: the previous owner may not have
 // taken it yet when this replica has (each replica takes it in its own
-// time). So for coherence.Lease after this replica took one, it asks no
-// previous owner: by then every replica has taken the purge, or has taken
-// back everything it held (package coherence). Taking everything back
+// time). So for coherence.Lease after a purge this replica took was
+// taken, it asks no previous owner: by then every replica has taken the
+// purge, or has taken back everything it held (package coherence). A purge
+// fetched late from a journal (a pod that starts fetches every purge the
+// journals still hold) was taken when the journal took it (Purge.Age), not
+// when it is applied here: one older than a lease holds no ask back.
+// Taking everything back
 // because a lease ran out, or because the replicas' name does not list
 // this replica yet (a pod that starts), is no purge (TakeBackAll): the
 // purges missed meanwhile are taken when it syncs again, before it serves

@@ -217,8 +217,9 @@ type Proxy struct {
 	forwarding *forwarding.Decider
 	// ring is the connection to the replicas; nil without peers.
 	ring Peers
-	// purgedAt is when the proxy last took a purge (UnixNano of now):
-	// no handoff for a while after (handoff.go).
+	// purgedAt is when the last purge the proxy took was taken (UnixNano
+	// of now, less the purge's Age): no handoff for a while after
+	// (handoff.go).
 	purgedAt atomic.Int64
 	// unreachedAt is when an ask for a handoff last failed on a
 	// connection not made (UnixNano of now): no such ask for a while

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 
@@ -25,6 +26,11 @@ type Purge struct {
 	Soft bool
 	// Scope says which of the proxy's answers it takes back.
 	Scope Scope
+	// Age is how long ago the purge was taken, by the replica whose
+	// journal this proxy fetched it from late (coherence.Journal.Sync):
+	// the while after a purge when no previous owner is asked for an
+	// answer (handoff.go) counts from then. Zero: taken now.
+	Age time.Duration
 }
 
 // Scope is which of a proxy's answers a purge takes back. With peers, a
@@ -49,7 +55,7 @@ const (
 // (in the codec of content-subtype sub) and request metadata md, keyed as
 // the proxy keys a caller's call, credentials included.
 func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD, how Purge) int {
-	p.purgedAt.Store(p.now().UnixNano())
+	p.tookPurge(how.Age)
 	key := p.keyRule.Key(method, sub, payload, md)
 	n := 0
 	for _, o := range p.origins(how.Scope) {
@@ -65,7 +71,7 @@ func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD,
 
 // PurgeMethod takes back every answer of method.
 func (p *Proxy) PurgeMethod(method string, how Purge) int {
-	p.purgedAt.Store(p.now().UnixNano())
+	p.tookPurge(how.Age)
 	prefix := requestkey.MethodPrefix(method)
 	ofMethod := func(key string) bool {
 		rest, ok := how.Scope.match(key)
@@ -81,7 +87,7 @@ func (p *Proxy) PurgeMethod(method string, how Purge) int {
 // taken back when its header carries tag, or is not known yet, or named
 // more tags than it could record.
 func (p *Proxy) PurgeTag(tag string, how Purge) int {
-	p.purgedAt.Store(p.now().UnixNano())
+	p.tookPurge(how.Age)
 	inScope := func(key string) bool {
 		_, ok := how.Scope.match(key)
 		return ok
@@ -133,7 +139,7 @@ func (s Scope) match(key string) (string, bool) {
 // gone from the journal that had them. It is a purge: for a while, no
 // previous owner is asked for an answer (handoff.go).
 func (p *Proxy) PurgeAll() int {
-	p.purgedAt.Store(p.now().UnixNano())
+	p.tookPurge(0)
 	return p.TakeBackAll()
 }
 
@@ -147,4 +153,17 @@ func (p *Proxy) TakeBackAll() int {
 	all := func(string) bool { return true }
 	return p.group.PurgeMatching(func(string, *Response) bool { return true }, all, false) +
 		p.streams.Purge(func(string, metadata.MD, bool) bool { return true })
+}
+
+// tookPurge records a purge taken age ago (Purge.Age; negative counts as
+// none), unless one was taken since: no previous owner is asked for an
+// answer for a while after the last purge taken (handoff.go).
+func (p *Proxy) tookPurge(age time.Duration) {
+	at := p.now().Add(-max(age, 0)).UnixNano()
+	for {
+		last := p.purgedAt.Load()
+		if at <= last || p.purgedAt.CompareAndSwap(last, at) {
+			return
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/collapser/collapser/src/internal/coherence"
 	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/proxy"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -120,11 +121,15 @@ func TestPurge_AllTakesBackEveryAnswerAndRecord(t *testing.T) {
 
 // PurgeAll is a purge: for a lease after it, the proxy asks no replica for
 // an answer it may hold (handoff.go), which may not have taken the purge
-// yet. TakeBackAll is none: the proxy asks at once. The proxy's ring does
-// not know it (agedProxy): its calls are forwarded to its own peer
-// listener, which finds their keys on another replica of its ring, and
-// asks that one (itself) first.
-func TestPurge_AllHoldsTheAsksForAnAnswerTakingBackAllDoesNot(t *testing.T) {
+// yet. TakeBackAll is none: the proxy asks at once. A purge fetched late
+// from a journal counts its lease from when it was taken there (its Age).
+// The proxy's ring does not know it (agedProxy): its calls are forwarded
+// to its own peer listener, which finds their keys on another replica of
+// its ring, and asks that one (itself) first.
+func TestPurge_HoldsTheAsksForAnAnswerForALeaseFromWhenItWasTaken(t *testing.T) {
+	purgeTaken := func(age time.Duration) func(*proxy.Proxy) int {
+		return func(p *proxy.Proxy) int { return p.PurgeMethod("/a.B/C", proxy.Purge{Age: age}) }
+	}
 	for _, tt := range []struct {
 		name string
 		take func(*proxy.Proxy) int
@@ -132,6 +137,9 @@ func TestPurge_AllHoldsTheAsksForAnAnswerTakingBackAllDoesNot(t *testing.T) {
 	}{
 		{"PurgeAll", (*proxy.Proxy).PurgeAll, 0},
 		{"TakeBackAll", (*proxy.Proxy).TakeBackAll, 1},
+		{"a purge taken now", purgeTaken(0), 0},
+		{"a purge taken a moment less than a lease ago", purgeTaken(coherence.Lease - time.Millisecond), 0},
+		{"a purge taken a lease ago", purgeTaken(coherence.Lease), 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBackend(t, nil)

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/collapser/collapser/src/api/admin/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -231,7 +232,12 @@ type Entry struct {
 	// purge is the purge, as the admin service took it.
 	Purge *v1.PurgeRequest `protobuf:"bytes,2,opt,name=purge,proto3" json:"purge,omitempty"`
 	// scope says which answers it takes back.
-	Scope         Scope `protobuf:"varint,3,opt,name=scope,proto3,enum=collapser.peer.v1.Scope" json:"scope,omitempty"`
+	Scope Scope `protobuf:"varint,3,opt,name=scope,proto3,enum=collapser.peer.v1.Scope" json:"scope,omitempty"`
+	// age is how long before this answer the journal's replica took the
+	// purge (RFC 9111's Age, without the clocks of two replicas compared):
+	// the replica that applies it late counts from then what follows a purge
+	// for a while. Unset (an older replica): taken now.
+	Age           *durationpb.Duration `protobuf:"bytes,4,opt,name=age,proto3" json:"age,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,11 +293,18 @@ func (x *Entry) GetScope() Scope {
 	return Scope_SCOPE_ALL
 }
 
+func (x *Entry) GetAge() *durationpb.Duration {
+	if x != nil {
+		return x.Age
+	}
+	return nil
+}
+
 var File_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x12peer/v1/peer.proto\x12\x11collapser.peer.v1\x1a\x14admin/v1/admin.proto\"W\n" +
+	"\x12peer/v1/peer.proto\x12\x11collapser.peer.v1\x1a\x14admin/v1/admin.proto\x1a\x1egoogle/protobuf/duration.proto\"W\n" +
 	"\vSyncRequest\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\ajournal\x18\x02 \x01(\tR\ajournal\x12\x14\n" +
@@ -300,11 +313,12 @@ const file_peer_v1_peer_proto_rawDesc = "" +
 	"\ajournal\x18\x01 \x01(\tR\ajournal\x122\n" +
 	"\aentries\x18\x02 \x03(\v2\x18.collapser.peer.v1.EntryR\aentries\x12\x12\n" +
 	"\x04lost\x18\x03 \x01(\bR\x04lost\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\x04R\x04last\"\x81\x01\n" +
+	"\x04last\x18\x04 \x01(\x04R\x04last\"\xae\x01\n" +
 	"\x05Entry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x126\n" +
 	"\x05purge\x18\x02 \x01(\v2 .collapser.admin.v1.PurgeRequestR\x05purge\x12.\n" +
-	"\x05scope\x18\x03 \x01(\x0e2\x18.collapser.peer.v1.ScopeR\x05scope*:\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x18.collapser.peer.v1.ScopeR\x05scope\x12+\n" +
+	"\x03age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03age*:\n" +
 	"\x05Scope\x12\r\n" +
 	"\tSCOPE_ALL\x10\x00\x12\x0f\n" +
 	"\vSCOPE_OWNED\x10\x01\x12\x11\n" +
@@ -327,23 +341,25 @@ func file_peer_v1_peer_proto_rawDescGZIP() []byte {
 var file_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_peer_v1_peer_proto_goTypes = []any{
-	(Scope)(0),              // 0: collapser.peer.v1.Scope
-	(*SyncRequest)(nil),     // 1: collapser.peer.v1.SyncRequest
-	(*SyncResponse)(nil),    // 2: collapser.peer.v1.SyncResponse
-	(*Entry)(nil),           // 3: collapser.peer.v1.Entry
-	(*v1.PurgeRequest)(nil), // 4: collapser.admin.v1.PurgeRequest
+	(Scope)(0),                  // 0: collapser.peer.v1.Scope
+	(*SyncRequest)(nil),         // 1: collapser.peer.v1.SyncRequest
+	(*SyncResponse)(nil),        // 2: collapser.peer.v1.SyncResponse
+	(*Entry)(nil),               // 3: collapser.peer.v1.Entry
+	(*v1.PurgeRequest)(nil),     // 4: collapser.admin.v1.PurgeRequest
+	(*durationpb.Duration)(nil), // 5: google.protobuf.Duration
 }
 var file_peer_v1_peer_proto_depIdxs = []int32{
 	3, // 0: collapser.peer.v1.SyncResponse.entries:type_name -> collapser.peer.v1.Entry
 	4, // 1: collapser.peer.v1.Entry.purge:type_name -> collapser.admin.v1.PurgeRequest
 	0, // 2: collapser.peer.v1.Entry.scope:type_name -> collapser.peer.v1.Scope
-	1, // 3: collapser.peer.v1.Replicas.Sync:input_type -> collapser.peer.v1.SyncRequest
-	2, // 4: collapser.peer.v1.Replicas.Sync:output_type -> collapser.peer.v1.SyncResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5, // 3: collapser.peer.v1.Entry.age:type_name -> google.protobuf.Duration
+	1, // 4: collapser.peer.v1.Replicas.Sync:input_type -> collapser.peer.v1.SyncRequest
+	2, // 5: collapser.peer.v1.Replicas.Sync:output_type -> collapser.peer.v1.SyncResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_peer_proto_init() }
