@@ -45,7 +45,7 @@ func (g *Group[V]) complete(e *entry[V]) {
 		handedRefresh, handed = g.handed(e.val)
 	}
 	if original && !handed {
-		w.TTL = jittered(w.TTL, e.opts.TTLJitter, e.hash)
+		w.TTL = Jittered(w.TTL, e.opts.TTLJitter, e.hash)
 	}
 	var size int64
 	keep := e.err == nil && !private && w.keeps()

@@ -63,9 +63,10 @@ func (g *Group[V]) revalidate(s *shard[V], e *entry[V], h uint64, why Background
 	return true
 }
 
-// jittered returns ttl shortened by up to frac of it, by an amount the hash
-// h draws.
-func jittered(ttl time.Duration, frac float64, h uint64) time.Duration {
+// Jittered returns ttl shortened by up to frac of it, by an amount the
+// hash h (of the key) draws: the jitter of CallOptions.TTLJitter, for
+// what else a cache keeps by key (a replayed stream's record).
+func Jittered(ttl time.Duration, frac float64, h uint64) time.Duration {
 	if frac <= 0 || ttl <= 0 {
 		return ttl
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,7 +51,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		return err
 	}
 	pl := o.owners.place(key)
-	rd, outcome := p.streams.Join(pl.key, rule.Call.TTL, func(rctx context.Context) (replay.Upstream, error) {
+	rd, outcome := p.streams.Join(pl.key, recordTTL(pl, rule), func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
@@ -95,6 +96,18 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	}
 	p.report(ctx, o.streams, method, outcome.String(), callerCode(ctx, err), from)
 	return err
+}
+
+// recordTTL returns how long a record of the key placed by pl is kept
+// when its stream ends well: the rule's TTL, jittered as an answer's is
+// (policy TTLJitter), so that records made together do not expire
+// together. A copy of the owner's record is not jittered again: it lives
+// no longer than what is left of the owner's (upstream.Left).
+func recordTTL(pl placement, rule policy.Rule) time.Duration {
+	if pl.owner != nil {
+		return rule.Call.TTL
+	}
+	return collapse.Jittered(rule.Call.TTL, rule.Call.TTLJitter, xxhash.Sum64String(pl.key))
 }
 
 // sourced is a record's upstream that names the span of the caller that

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -79,5 +80,43 @@ func TestPeers_ACopyOfAStreamFromAnOwnerThatSaysNothingLivesItsTTL(t *testing.T)
 	readAnn(t, s, 2*time.Second)
 	if n := b.Calls.StreamHellos.Load(); n != 2 {
 		t.Errorf("backend streams = %d, want 2 after the TTL", n)
+	}
+}
+
+// Records made together do not expire together: each is kept for its TTL
+// less up to ttlJitter of it, an amount its key draws. None goes before
+// the jitter's bound, about half have gone halfway through it, and every
+// one by its TTL (those remade halfway through are kept on): one more
+// backend stream each.
+func TestReplay_RecordsMadeTogetherExpireSpreadOverTheirJitter(t *testing.T) {
+	const keys = 40
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	b := startBackend(t, nil)
+	s := startProxy(t, b.addr, proxyConfig{
+		policyFile: "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: 10s\n    ttlJitter: 0.5\n",
+		options:    func(o *proxy.Options) { o.Now = clock.Now },
+	})
+	readAll := func() int64 {
+		t.Helper()
+		for k := range keys {
+			if got := readStream(t, s.client, fmt.Sprint("key-", k), 2); got.Err != nil {
+				t.Fatal(got.Err)
+			}
+		}
+		return b.Calls.StreamHellos.Load()
+	}
+	for _, step := range []struct {
+		at       time.Duration
+		min, max int64 // backend streams in all once every key was read
+	}{
+		{0, keys, keys},
+		{5 * time.Second, keys, keys},                   // the jitter's bound: none went
+		{7500 * time.Millisecond, keys + 1, 2*keys - 1}, // half of it: some went, not all
+		{10 * time.Second, 2 * keys, 2 * keys},          // the TTL: the others went, none remade went
+	} {
+		clock.Advance(step.at - (clock.Now().Sub(time.Unix(1e9, 0))))
+		if got := readAll(); got < step.min || got > step.max {
+			t.Errorf("at %v: %d backend streams, want %d to %d", step.at, got, step.min, step.max)
+		}
 	}
 }
