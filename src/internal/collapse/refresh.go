@@ -74,18 +74,32 @@ func Jittered(ttl time.Duration, frac float64, h uint64) time.Duration {
 }
 
 // refreshPoint returns when a result of a key of hash h, held from now
-// for ttl, is due for its early refresh: the point of the key's grid (one
-// per ttl, at an offset h draws, on the Group's clock since the Unix
-// epoch, so that the grid stays where it is however the key's results
-// come and go) at or before the result's end, which is after now. It
-// returns 0 when that point is the end itself.
+// for ttl, is due for its early refresh (RefreshPoint, on the Group's
+// clock since the Unix epoch), in the Group's now; 0 when that point is
+// the result's end itself.
 func (g *Group[V]) refreshPoint(h uint64, now int64, ttl time.Duration) int64 {
+	at := RefreshPoint(h, g.epochNanos+now, ttl)
+	if at == 0 {
+		return 0
+	}
+	return at - g.epochNanos
+}
+
+// RefreshPoint returns when a result of a key of hash h, kept from now
+// (in nanoseconds since the Unix epoch) for ttl, is due for its early
+// refresh: the point of the key's grid (one per ttl, at an offset h draws,
+// from the Unix epoch, so that the grid stays where it is however the
+// key's results come and go) at or before the result's end, which is after
+// now. It returns 0 when that point is the end itself, and for no ttl.
+// What else a cache keeps by key (a replayed stream's record) is
+// refreshed on the same grid.
+func RefreshPoint(h uint64, now int64, ttl time.Duration) int64 {
 	if ttl <= 0 {
 		return 0
 	}
 	period := int64(ttl)
 	offset := int64(mix(h) % uint64(period))
-	end := g.epochNanos + now + period
+	end := now + period
 	since := (end - offset) % period // of the grid point at or before end
 	if since < 0 {
 		since += period
@@ -93,7 +107,7 @@ func (g *Group[V]) refreshPoint(h uint64, now int64, ttl time.Duration) int64 {
 	if since == 0 {
 		return 0
 	}
-	return end - since - g.epochNanos
+	return end - since
 }
 
 // unit maps h to [0, 1).

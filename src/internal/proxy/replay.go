@@ -51,10 +51,13 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		return err
 	}
 	pl := o.owners.place(key)
-	rd, outcome := p.streams.Join(pl.key, recordTTL(pl, rule), func(rctx context.Context) (replay.Upstream, error) {
+	rd, outcome := p.streams.Join(pl.key, recordLife(pl, rule), func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
+		if replay.Refreshing(rctx) {
+			p.observer.ObserveRefresh(method, RefreshEarly)
+		}
 		var up *upstream
 		var err error
 		if pl.owner != nil {
@@ -98,16 +101,19 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	return err
 }
 
-// recordTTL returns how long a record of the key placed by pl is kept
-// when its stream ends well: the rule's TTL, jittered as an answer's is
-// (policy TTLJitter), so that records made together do not expire
-// together. A copy of the owner's record is not jittered again: it lives
-// no longer than what is left of the owner's (upstream.Left).
-func recordTTL(pl placement, rule policy.Rule) time.Duration {
+// recordLife returns how a record of the key placed by pl is kept when its
+// stream ends well: for the rule's TTL, jittered as an answer's is (policy
+// TTLJitter), and refreshed early on the key's grid when the rule says
+// (EarlyRefresh), so that records made together neither expire nor come
+// back to the backend together. A copy of the owner's record is neither:
+// it lives no longer than what is left of the owner's (upstream.Left),
+// which the owner refreshes.
+func recordLife(pl placement, rule policy.Rule) replay.Life {
 	if pl.owner != nil {
-		return rule.Call.TTL
+		return replay.Life{TTL: rule.Call.TTL}
 	}
-	return collapse.Jittered(rule.Call.TTL, rule.Call.TTLJitter, xxhash.Sum64String(pl.key))
+	h := xxhash.Sum64String(pl.key)
+	return replay.Life{TTL: collapse.Jittered(rule.Call.TTL, rule.Call.TTLJitter, h), EarlyRefresh: rule.Call.EarlyRefresh, Hash: h}
 }
 
 // sourced is a record's upstream that names the span of the caller that

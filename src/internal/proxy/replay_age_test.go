@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,5 +119,42 @@ func TestReplay_RecordsMadeTogetherExpireSpreadOverTheirJitter(t *testing.T) {
 		if got := readAll(); got < step.min || got > step.max {
 			t.Errorf("at %v: %d backend streams, want %d to %d", step.at, got, step.min, step.max)
 		}
+	}
+}
+
+// A record read near the end of its life is refreshed early: the read is
+// served the kept record while one backend stream refreshes it, counted as
+// an early refresh, and the new record serves the reads after the old one's
+// end.
+func TestReplay_ARecordStillReadIsRefreshedBeforeItExpires(t *testing.T) {
+	clock := testkit.NewClock(time.Unix(1e9, 0))
+	b := startBackend(t, nil)
+	s := startProxy(t, b.addr, proxyConfig{
+		policyFile: "methods:\n  - name: " + methodStreamHellos + "\n    stream: replay\n    cacheTTL: 10s\n    ttlJitter: 0\n    earlyRefresh: true\n",
+		options:    func(o *proxy.Options) { o.Now = clock.Now },
+	})
+	read := func() {
+		t.Helper()
+		if got := readStream(t, s.client, "ann", 3); got.Err != nil || len(got.Replies) != 3 {
+			t.Fatalf("%d messages, %v; want 3", len(got.Replies), got.Err)
+		}
+	}
+	read()
+	// The key's refresh point is somewhere in its first 10 s; it is past
+	// at the last millisecond.
+	clock.Advance(10*time.Second - time.Millisecond)
+	read()
+	testkit.WaitFor(t, "the refresh's backend stream to end", func() bool {
+		return b.Calls.StreamHellos.Load() == 2 && s.proxy.StreamStats().Live == 0
+	})
+	clock.Advance(2 * time.Millisecond)
+	read()
+	if n := b.Calls.StreamHellos.Load(); n != 2 {
+		t.Errorf("backend streams = %d, want 2: the first, and its refresh, which serves past the first's end", n)
+	}
+	s.observed.mu.Lock()
+	defer s.observed.mu.Unlock()
+	if want := []string{proxy.RefreshEarly}; !slices.Equal(s.observed.refreshes, want) {
+		t.Errorf("refreshes observed %v, want %v", s.observed.refreshes, want)
 	}
 }

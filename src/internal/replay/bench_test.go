@@ -14,7 +14,7 @@ func BenchmarkReaderNext(b *testing.B) {
 	const messages = 1000
 	s := New(Options{})
 	src := newSource(nil)
-	rd, _ := s.Join("k", time.Hour, src.open)
+	rd, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
 	ctx := context.Background()
 	if _, err := rd.Header(ctx); err != nil {
 		b.Fatal(err)
@@ -35,7 +35,7 @@ func BenchmarkReaderNext(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N / messages {
-		rd, o := s.Join("k", time.Hour, nil)
+		rd, o := s.Join("k", Life{TTL: time.Hour}, nil)
 		if o != Replay {
 			b.Fatalf("outcome %v, want a replay", o)
 		}

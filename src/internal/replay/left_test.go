@@ -13,7 +13,7 @@ func TestReader_LeftIsWhatIsLeftOfTheRecordsLife(t *testing.T) {
 	clock := testkit.NewClock(time.Unix(0, 0))
 	s := New(Options{Now: clock.Now})
 	src := newSource(nil)
-	lead, _ := s.Join("k", time.Minute, src.open)
+	lead, _ := s.Join("k", Life{TTL: time.Minute}, src.open)
 	defer lead.Close()
 	if got := lead.Left(); got != 0 {
 		t.Errorf("Left of a live record = %v, want 0: it is not kept yet", got)
@@ -30,7 +30,7 @@ func TestReader_LeftIsWhatIsLeftOfTheRecordsLife(t *testing.T) {
 		t.Errorf("Left after the end = %v, want the TTL", got)
 	}
 	clock.Advance(20 * time.Second)
-	replayed, o := s.Join("k", time.Minute, newSource(nil).open)
+	replayed, o := s.Join("k", Life{TTL: time.Minute}, newSource(nil).open)
 	if o != Replay {
 		t.Fatalf("a caller at 20s: %v, want replayed", o)
 	}
@@ -64,7 +64,7 @@ func TestReader_LeftOfARecordNotKeptIsZero(t *testing.T) {
 				}
 				return up, err
 			}
-			rd, _ := s.Join("k", tt.ttl, open)
+			rd, _ := s.Join("k", Life{TTL: tt.ttl}, open)
 			defer rd.Close()
 			close(src.up.msgs)
 			_, _, _ = readAll(t, testkit.Context(t), rd)
@@ -81,7 +81,7 @@ func TestReader_LeftIsKnownTheMomentTheEndIs(t *testing.T) {
 	for i := range 200 {
 		s := New(Options{})
 		src := newSource(nil)
-		rd, _ := s.Join("k", time.Hour, src.open)
+		rd, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
 		close(src.up.msgs)
 		if _, _, err := readAll(t, testkit.Context(t), rd); err != nil {
 			t.Fatal(err)

@@ -22,7 +22,7 @@ func keep(t *testing.T, s *Streams, key string) *source {
 	t.Helper()
 	held := s.Stats().Held
 	src := newSource(nil)
-	rd, o := s.Join(key, time.Hour, src.open)
+	rd, o := s.Join(key, Life{TTL: time.Hour}, src.open)
 	if o != Lead {
 		t.Fatalf("the first caller of %q: %v, want leader", key, o)
 	}
@@ -43,7 +43,7 @@ func TestStreams_PurgeDropsAKeptRecordAndItsBytes(t *testing.T) {
 	before := s.Stats()
 	keep(t, s, "k")
 	// A caller replaying the record when it is purged reads it to its end.
-	replaying, o := s.Join("k", time.Hour, newSource(nil).open)
+	replaying, o := s.Join("k", Life{TTL: time.Hour}, newSource(nil).open)
 	if o != Replay {
 		t.Fatalf("a caller within the TTL: %v, want replayed", o)
 	}
@@ -57,7 +57,7 @@ func TestStreams_PurgeDropsAKeptRecordAndItsBytes(t *testing.T) {
 		t.Errorf("the caller replaying the purged record: %d messages, %v; want all 10", len(r.msgs), r.err)
 	}
 	src := newSource(nil)
-	rd, o := s.Join("k", time.Hour, src.open)
+	rd, o := s.Join("k", Life{TTL: time.Hour}, src.open)
 	if o != Lead {
 		t.Errorf("the next caller: %v, want a new record", o)
 	}
@@ -66,7 +66,7 @@ func TestStreams_PurgeDropsAKeptRecordAndItsBytes(t *testing.T) {
 	if n := s.Purge(ofKey("k")); n != 0 {
 		t.Errorf("a second purge took back %d records, want 0", n)
 	}
-	rd, o = s.Join("other", time.Hour, newSource(nil).open)
+	rd, o = s.Join("other", Life{TTL: time.Hour}, newSource(nil).open)
 	if o != Replay {
 		t.Errorf("a caller of a key not purged: %v, want replayed", o)
 	}
@@ -76,7 +76,7 @@ func TestStreams_PurgeDropsAKeptRecordAndItsBytes(t *testing.T) {
 func TestStreams_PurgeDetachesALiveRecord(t *testing.T) {
 	s := New(Options{})
 	old := newSource(nil)
-	reader, _ := s.Join("k", time.Hour, old.open)
+	reader, _ := s.Join("k", Life{TTL: time.Hour}, old.open)
 	result := goRead(t, reader)
 	testkit.Recv(t, "the open", old.started)
 	send(t, old, 0, 5)
@@ -92,7 +92,7 @@ func TestStreams_PurgeDetachesALiveRecord(t *testing.T) {
 	}
 	// The key's next caller starts a record of its own.
 	fresh := newSource(nil)
-	rd, o := s.Join("k", time.Hour, fresh.open)
+	rd, o := s.Join("k", Life{TTL: time.Hour}, fresh.open)
 	if o != Lead {
 		t.Fatalf("a caller after the purge: %v, want a new record", o)
 	}
@@ -116,7 +116,7 @@ func TestStreams_PurgeDetachesALiveRecord(t *testing.T) {
 	if st := s.Stats(); st.Held != 1 || st.Readers != 0 {
 		t.Errorf("stats %+v, want only the new record kept", st)
 	}
-	replayed, o := s.Join("k", time.Hour, newSource(nil).open)
+	replayed, o := s.Join("k", Life{TTL: time.Hour}, newSource(nil).open)
 	if o != Replay {
 		t.Fatalf("a caller after both ended: %v, want replayed", o)
 	}
@@ -140,9 +140,9 @@ func TestStreams_PurgeMatchesByHeaderOnceItIsKnown(t *testing.T) {
 	// known, and the purge takes it back.
 	pending := newSource(nil)
 	pending.gate = make(chan struct{})
-	rd, _ := s.Join("pending", time.Hour, pending.open)
+	rd, _ := s.Join("pending", Life{TTL: time.Hour}, pending.open)
 	s.Purge(tagged)
-	next, o := s.Join("pending", time.Hour, newSource(nil).open)
+	next, o := s.Join("pending", Life{TTL: time.Hour}, newSource(nil).open)
 	if o != Lead {
 		t.Errorf("a caller after the purge of a record without its header: %v, want a new record", o)
 	}
@@ -155,7 +155,7 @@ func TestStreams_PurgeMatchesByHeaderOnceItIsKnown(t *testing.T) {
 	for key, tags := range map[string]string{"a": "a", "b": "b"} {
 		src := newSource(nil)
 		src.up.header = metadata.Pairs("tags", tags)
-		rd, _ := s.Join(key, time.Hour, src.open)
+		rd, _ := s.Join(key, Life{TTL: time.Hour}, src.open)
 		done := goRead(t, rd)
 		close(src.up.msgs)
 		testkit.Recv(t, "the reader's end", done)
@@ -165,7 +165,7 @@ func TestStreams_PurgeMatchesByHeaderOnceItIsKnown(t *testing.T) {
 		t.Errorf("Purge took back %d records, want the one whose header carries the tag", n)
 	}
 	for key, want := range map[string]Outcome{"a": Lead, "b": Replay} {
-		rd, o := s.Join(key, time.Hour, newSource(nil).open)
+		rd, o := s.Join(key, Life{TTL: time.Hour}, newSource(nil).open)
 		if o != want {
 			t.Errorf("a caller of record %q: %v, want %v", key, o, want)
 		}
@@ -202,7 +202,7 @@ func TestStreams_AnAgedUpstreamKeepsItsRecordNoLongerThanItSays(t *testing.T) {
 				up, err := src.open(ctx)
 				return aged{up, tt.left, tt.ok}, err
 			}
-			rd, _ := s.Join("k", time.Minute, open)
+			rd, _ := s.Join("k", Life{TTL: time.Minute}, open)
 			done := goRead(t, rd)
 			close(src.up.msgs)
 			testkit.Recv(t, "the reader's end", done)
@@ -215,13 +215,13 @@ func TestStreams_AnAgedUpstreamKeepsItsRecordNoLongerThanItSays(t *testing.T) {
 			}
 			waitStats(t, s, func(st Stats) bool { return st.Held == 1 })
 			clock.Advance(tt.want - 1)
-			if rd, o := s.Join("k", time.Minute, newSource(nil).open); o != Replay {
+			if rd, o := s.Join("k", Life{TTL: time.Minute}, newSource(nil).open); o != Replay {
 				t.Errorf("just before %v: %v, want replayed", tt.want, o)
 			} else {
 				rd.Close()
 			}
 			clock.Advance(1)
-			if rd, o := s.Join("k", time.Minute, newSource(nil).open); o != Lead {
+			if rd, o := s.Join("k", Life{TTL: time.Minute}, newSource(nil).open); o != Lead {
 				t.Errorf("at %v: %v, want a new record", tt.want, o)
 			} else {
 				rd.Close()

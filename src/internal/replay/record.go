@@ -23,7 +23,7 @@ var recordOverhead = heapsize.Of(int(unsafe.Sizeof(record{}))) + heapsize.Chan +
 type record struct {
 	key     string
 	streams *Streams
-	ttl     time.Duration
+	life    Life
 	cancel  context.CancelFunc // of the upstream's context; nil once it ended
 
 	mu      sync.Mutex
@@ -44,15 +44,20 @@ type record struct {
 
 	// Guarded by streams.mu.
 	expires  time.Time
+	refresh  time.Time // when a read of the kept record starts its refresh; zero for none
 	heldSize int64
 	index    int // in streams.held; -1 when not kept
+	// refresher is the live record that refreshes this kept one, and
+	// replaces the kept record it refreshes; nil for none.
+	refresher, replaces *record
 }
 
-// newRecord returns a record for key and the context its upstream is read
-// under, which belongs to no caller.
-func newRecord(s *Streams, key string, ttl time.Duration) (*record, context.Context) {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &record{key: key, streams: s, ttl: ttl, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}, ctx
+// newRecord returns a record for key, read by its first reader, and the
+// context its upstream is read under, which belongs to no caller: parent's
+// values (Refreshing) and nothing else.
+func newRecord(parent context.Context, s *Streams, key string, life Life) (*record, context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	return &record{key: key, streams: s, life: life, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}, ctx
 }
 
 // ExpiresBefore orders kept records by expiry (expiryheap.Item).
@@ -125,7 +130,7 @@ func (r *record) update(change func()) {
 // (Aged).
 func (r *record) end(up Upstream, err error) {
 	var trailer metadata.MD
-	ttl := r.ttl
+	ttl := r.life.TTL
 	if up != nil {
 		trailer = up.Trailer()
 		if a, ok := up.(Aged); ok {

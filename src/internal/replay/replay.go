@@ -15,7 +15,10 @@
 // makes a stream of its own, Own) and is not kept after its end. A stream
 // that ended well within them is kept for its TTL (or less, when its
 // upstream says so: Aged) and replayed whole to the callers of that time,
-// within Limits.MaxHeldBytes over all kept streams. A purge (Streams.Purge)
+// within Limits.MaxHeldBytes over all kept streams. A kept record read at
+// or after its early refresh point (Life.EarlyRefresh) is replaced by a new
+// record of the key, read in the background while its callers are served
+// the kept one. A purge (Streams.Purge)
 // takes a kept record back, and detaches a live one: its readers read it
 // to its end, and the next caller starts a new record.
 // When the last reader of a live record leaves, the upstream is cancelled:
@@ -119,8 +122,35 @@ type Aged interface {
 }
 
 // Open starts the upstream of a record under ctx, which belongs to no
-// caller and ends when the last reader leaves.
+// caller and ends when the last reader leaves (Refreshing: for a record
+// that refreshes a kept one, when that one goes).
 type Open func(ctx context.Context) (Upstream, error)
+
+// Life is how long a record whose stream ended well is kept, and whether
+// it is refreshed before it goes.
+type Life struct {
+	// TTL is how long it is kept (0: not at all), or less when its
+	// upstream says so (Aged).
+	TTL time.Duration
+	// EarlyRefresh: the first Join at or after the record's point on the
+	// key's refresh grid (collapse.RefreshPoint, drawn from Hash) starts a
+	// new record of the key in the background, read by no caller, which
+	// replaces the kept one once its stream ended well within its bounds;
+	// until then, and if it fails, the kept one is served. One refresh per
+	// record; a refresh is cancelled when the record it refreshes goes
+	// (its life is over, or a purge took it back). Off for a copy of
+	// another cache's record: that cache refreshes the original.
+	EarlyRefresh bool
+	// Hash is the key's hash, which draws its refresh grid.
+	Hash uint64
+}
+
+// refreshing marks the context a refresh's upstream is opened under.
+type refreshing struct{}
+
+// Refreshing reports whether ctx, an Open's, is that of a record that
+// refreshes a kept one (Life.EarlyRefresh).
+func Refreshing(ctx context.Context) bool { return ctx.Value(refreshing{}) != nil }
 
 // Outcome says how a caller of Join was served.
 type Outcome uint8

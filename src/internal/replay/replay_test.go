@@ -148,7 +148,7 @@ func TestStreams_CallersShareOneUpstreamAndLateJoinersGetEveryMessage(t *testing
 	src := newSource(nil)
 	early := make([]<-chan readResult, 5)
 	for i := range early {
-		rd, o := s.Join("k", 0, src.open)
+		rd, o := s.Join("k", Life{TTL: 0}, src.open)
 		if want := map[bool]Outcome{true: Lead, false: Join}[i == 0]; o != want {
 			t.Fatalf("caller %d: %v, want %v", i, o, want)
 		}
@@ -156,7 +156,7 @@ func TestStreams_CallersShareOneUpstreamAndLateJoinersGetEveryMessage(t *testing
 	}
 	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 50)
-	late, o := s.Join("k", 0, src.open) // joins at message 50
+	late, o := s.Join("k", Life{TTL: 0}, src.open) // joins at message 50
 	if o != Join {
 		t.Fatalf("late caller: %v, want joined", o)
 	}
@@ -180,7 +180,7 @@ func TestStreams_ErrorMidStreamReachesEveryReaderAfterItsMessages(t *testing.T) 
 	src := newSource(boom)
 	var results []<-chan readResult
 	for range 3 {
-		rd, _ := s.Join("k", time.Hour, src.open)
+		rd, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
 		results = append(results, goRead(t, rd))
 	}
 	testkit.Recv(t, "the open", src.started)
@@ -191,7 +191,7 @@ func TestStreams_ErrorMidStreamReachesEveryReaderAfterItsMessages(t *testing.T) 
 			t.Errorf("%d messages, err %v; want 30 then the error", len(r.msgs), r.err)
 		}
 	}
-	rd, o := s.Join("k", time.Hour, newSource(nil).open)
+	rd, o := s.Join("k", Life{TTL: time.Hour}, newSource(nil).open)
 	if o != Lead {
 		t.Errorf("after a failed stream: %v, want a new one (errors are not kept)", o)
 	}
@@ -209,7 +209,7 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 	s := New(Options{})
 	s.now = func() time.Time { return now }
 	src := newSource(nil)
-	rd, _ := s.Join("k", time.Minute, src.open)
+	rd, _ := s.Join("k", Life{TTL: time.Minute}, src.open)
 	first := goRead(t, rd)
 	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 10)
@@ -217,7 +217,7 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 	testkit.Recv(t, "the first reader's end", first)
 	waitStats(t, s, func(st Stats) bool { return st.Held == 1 })
 
-	rd, o := s.Join("k", time.Minute, newSource(nil).open)
+	rd, o := s.Join("k", Life{TTL: time.Minute}, newSource(nil).open)
 	if o != Replay {
 		t.Fatalf("within the TTL: %v, want replayed", o)
 	}
@@ -225,7 +225,7 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 		t.Errorf("replay: %d messages, err %v", len(r.msgs), r.err)
 	}
 	now = now.Add(time.Minute)
-	if rd, o := s.Join("k", time.Minute, newSource(nil).open); o != Lead {
+	if rd, o := s.Join("k", Life{TTL: time.Minute}, newSource(nil).open); o != Lead {
 		t.Errorf("after the TTL: %v, want a new stream", o)
 	} else {
 		rd.Close()
@@ -235,13 +235,13 @@ func TestStreams_AFinishedStreamIsReplayedWholeForItsTTL(t *testing.T) {
 func TestStreams_OutgrownRecordTakesNoNewReaderAndIsNotKept(t *testing.T) {
 	s := New(Options{Limits: Limits{MaxMessages: 10}})
 	src := newSource(nil)
-	holder, _ := s.Join("k", time.Hour, src.open) // keeps the record live while it reads nothing
+	holder, _ := s.Join("k", Life{TTL: time.Hour}, src.open) // keeps the record live while it reads nothing
 	defer holder.Close()
-	rd, _ := s.Join("k", time.Hour, src.open)
+	rd, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
 	reader := goRead(t, rd)
 	testkit.Recv(t, "the open", src.started)
 	send(t, src, 0, 20)
-	if _, o := s.Join("k", time.Hour, src.open); o != Own {
+	if _, o := s.Join("k", Life{TTL: time.Hour}, src.open); o != Own {
 		t.Errorf("joining a record past its bounds: %v, want own", o)
 	}
 	close(src.up.msgs)
@@ -257,13 +257,13 @@ func TestStreams_OutgrownRecordTakesNoNewReaderAndIsNotKept(t *testing.T) {
 func TestStreams_AReaderThatStopsDoesNotDelayTheOthersAndFallsBehind(t *testing.T) {
 	s := New(Options{Limits: Limits{MaxMessages: 5}})
 	src := newSource(nil)
-	stalled, _ := s.Join("k", 0, src.open)
+	stalled, _ := s.Join("k", Life{TTL: 0}, src.open)
 	defer stalled.Close()
 	if _, err := stalled.Header(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Recv(t, "the open", src.started)
-	reader, _ := s.Join("k", 0, src.open)
+	reader, _ := s.Join("k", Life{TTL: 0}, src.open)
 	result := goRead(t, reader)
 	// The pump takes every message without the stalled reader reading one:
 	// send would time out if the pump waited for it.
@@ -282,7 +282,7 @@ func TestStreams_LastReaderLeavingCancelsTheUpstream(t *testing.T) {
 	src := newSource(nil)
 	var readers []*Reader
 	for range 3 {
-		rd, _ := s.Join("k", time.Hour, src.open)
+		rd, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
 		readers = append(readers, rd)
 	}
 	testkit.Recv(t, "the open", src.started)
@@ -296,7 +296,7 @@ func TestStreams_LastReaderLeavingCancelsTheUpstream(t *testing.T) {
 	readers[2].Close()
 	testkit.WaitFor(t, "the upstream's cancellation", func() bool { return upCtx.Err() != nil })
 	waitStats(t, s, func(st Stats) bool { return st.Live == 0 && st.Held == 0 })
-	rd, o := s.Join("k", time.Hour, newSource(nil).open)
+	rd, o := s.Join("k", Life{TTL: time.Hour}, newSource(nil).open)
 	if o != Lead {
 		t.Errorf("after the last reader left: %v, want a new stream", o)
 	}
@@ -308,14 +308,14 @@ func TestStreams_PrivateHeaderGoesOnlyToTheLeader(t *testing.T) {
 	src := newSource(nil)
 	src.up.header = metadata.Pairs("set-cookie", "s=1")
 	src.gate = make(chan struct{}) // the follower joins before the header comes
-	lead, _ := s.Join("k", time.Hour, src.open)
-	follower, _ := s.Join("k", time.Hour, src.open)
+	lead, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
+	follower, _ := s.Join("k", Life{TTL: time.Hour}, src.open)
 	defer follower.Close()
 	close(src.gate)
 	if _, err := follower.Header(testkit.Context(t)); !errors.Is(err, ErrPrivate) {
 		t.Errorf("follower's header: %v, want ErrPrivate", err)
 	}
-	if _, o := s.Join("k", time.Hour, src.open); o != Own {
+	if _, o := s.Join("k", Life{TTL: time.Hour}, src.open); o != Own {
 		t.Errorf("a new caller: %v, want own", o)
 	}
 	r := goRead(t, lead)
@@ -332,7 +332,7 @@ func TestStreams_ConcurrentReadersJoinAndLeave(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			rd, o := s.Join("k", time.Millisecond, src.open)
+			rd, o := s.Join("k", Life{TTL: time.Millisecond}, src.open)
 			if o == Own {
 				return
 			}
@@ -367,15 +367,15 @@ func TestStreams_ARecordEndingBadlyIsNeverReplayed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := New(Options{})
-			old, _ := newRecord(s, "k", time.Hour)
+			old, _ := newRecord(context.Background(), s, "k", Life{TTL: time.Hour})
 			old.ended = true
 			ending(old)
 			s.m["k"] = old // ended, and still the key's
-			rd, o := s.Join("k", time.Hour, newSource(nil).open)
+			rd, o := s.Join("k", Life{TTL: time.Hour}, newSource(nil).open)
 			if o != Lead {
 				t.Fatalf("caller of the ended record: %v, want a stream of its own as leader", o)
 			}
-			s.finish(old, old.trailer, old.err, old.ttl)
+			s.finish(old, old.trailer, old.err, old.life.TTL)
 			if s.m["k"] == old || s.m["k"] == nil {
 				t.Error("finish of the old record dropped the new one, or the new one is not the key's")
 			}
@@ -409,8 +409,8 @@ func TestReader_SourceIsWhatTheUpstreamSaidOfItself(t *testing.T) {
 				up, err := src.open(ctx)
 				return tt.wrap(up), err
 			}
-			lead, _ := s.Join("k", time.Hour, open)
-			follower, o := s.Join("k", time.Hour, open)
+			lead, _ := s.Join("k", Life{TTL: time.Hour}, open)
+			follower, o := s.Join("k", Life{TTL: time.Hour}, open)
 			if o != Join {
 				t.Fatalf("second caller: %v, want joined", o)
 			}
@@ -421,7 +421,7 @@ func TestReader_SourceIsWhatTheUpstreamSaidOfItself(t *testing.T) {
 			for _, ch := range results {
 				testkit.Recv(t, "a reader's end", ch)
 			}
-			replayed, o := s.Join("k", time.Hour, open)
+			replayed, o := s.Join("k", Life{TTL: time.Hour}, open)
 			if o != Replay {
 				t.Fatalf("third caller: %v, want replayed", o)
 			}

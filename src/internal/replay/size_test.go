@@ -23,7 +23,7 @@ func TestStreams_AKeptRecordCountsWhatItsSourcePointsTo(t *testing.T) {
 	kept := func(wrap func(Upstream) Upstream) int64 {
 		s := New(Options{})
 		src := newSource(nil)
-		rd, _ := s.Join("k", time.Hour, func(ctx context.Context) (Upstream, error) {
+		rd, _ := s.Join("k", Life{TTL: time.Hour}, func(ctx context.Context) (Upstream, error) {
 			up, err := src.open(ctx)
 			return wrap(up), err
 		})

@@ -2,12 +2,14 @@ package replay
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/expiryheap"
 )
 
@@ -47,23 +49,44 @@ func New(o Options) *Streams {
 // Join returns a Reader of key's record: a new one whose upstream open
 // starts (Lead), a live one (Join), or an ended one kept for replay
 // (Replay). A record that takes no new reader gives no Reader but Own: the
-// caller makes a stream of its own. A stream that ends well is kept for ttl
-// (0: not at all), or less when its upstream says so (Aged). Close the
-// Reader when done with it.
-func (s *Streams) Join(key string, ttl time.Duration, open Open) (*Reader, Outcome) {
+// caller makes a stream of its own. A stream that ends well is kept as life
+// says; a kept record due for its early refresh starts it (refreshEarly).
+// Close the Reader when done with it.
+func (s *Streams) Join(key string, life Life, open Open) (*Reader, Outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep(s.now())
+	now := s.now()
+	s.sweep(now)
 	if r := s.m[key]; r != nil {
 		if rd, o, ok := s.joinRecord(r); ok {
+			if o == Replay {
+				s.refreshEarly(r, now, life, open)
+			}
 			return rd, o
 		}
 	}
-	r, ctx := newRecord(s, key, ttl)
+	r, ctx := newRecord(context.Background(), s, key, life)
 	s.m[key] = r
 	s.live[r] = struct{}{}
 	go r.pump(ctx, open)
 	return &Reader{r: r, lead: true}, Lead
+}
+
+// refreshEarly starts, when r, a kept record, is due for its early refresh
+// at now, the record that refreshes it: opened with open, read in the
+// background by no reader, under a context Refreshing reports, with life
+// (the caller's, whose rule may have changed since r was made). finish
+// puts it in r's place once its stream ended well; drop cancels it when r
+// goes first. The caller holds s.mu.
+func (s *Streams) refreshEarly(r *record, now time.Time, life Life, open Open) {
+	if r.refresh.IsZero() || now.Before(r.refresh) || r.refresher != nil {
+		return
+	}
+	r.refresh = time.Time{} // one refresh per record
+	n, ctx := newRecord(context.WithValue(context.Background(), refreshing{}, true), s, r.key, life)
+	n.readers, n.replaces, r.refresher = 0, r, n
+	s.live[n] = struct{}{}
+	go n.pump(ctx, open)
 }
 
 // joinRecord returns a Reader of r, the key's record, or reports false when
@@ -135,7 +158,8 @@ func (s *Streams) Purge(match func(key string, header metadata.MD, known bool) b
 // finish records the end of r's upstream, told by its pump, with trailer
 // and err: r is kept for replay for ttl when it ended well within its
 // bounds, ttl is not 0 and it is still its key's record (not detached by a
-// purge), and dropped otherwise. Its end and that decision are made at
+// purge), or still refreshes the kept record that is, which it replaces;
+// and dropped otherwise. Its end and that decision are made at
 // once, under s.mu, before its readers wake: a reader that read the end
 // and asks how long the record is kept (Reader.Left) is told. The
 // upstream's context is released: an ended record keeps nothing of its
@@ -151,9 +175,17 @@ func (s *Streams) finish(r *record, trailer metadata.MD, err error, ttl time.Dur
 		if s.private != nil && s.private(trailer) {
 			r.private, r.closed = true, true
 		}
-		if r.err != nil || r.closed || ttl <= 0 || s.m[r.key] != r {
+		old := r.replaces
+		if old != nil {
+			r.replaces, old.refresher = nil, nil
+		}
+		if r.err != nil || r.closed || ttl <= 0 || (s.m[r.key] != r && (old == nil || s.m[r.key] != old)) {
 			s.forget(r)
 			return
+		}
+		if old != nil {
+			s.drop(old)
+			s.m[r.key] = r
 		}
 		// The messages' slices in an array of their own number: what
 		// append grew for a live stream is not held for its TTL.
@@ -166,7 +198,11 @@ func (s *Streams) finish(r *record, trailer metadata.MD, err error, ttl time.Dur
 		for s.heldBytes+size > s.maxHeldBytes {
 			s.drop(s.held.First())
 		}
-		r.expires = s.now().Add(ttl)
+		now := s.now()
+		r.expires = now.Add(ttl)
+		if at := collapse.RefreshPoint(r.life.Hash, now.UnixNano(), ttl); r.life.EarlyRefresh && at != 0 {
+			r.refresh = time.Unix(0, at)
+		}
 		s.heldBytes += size
 		r.heldSize = size
 		s.held.Push(r)
@@ -197,9 +233,15 @@ func (s *Streams) sweep(now time.Time) {
 	}
 }
 
-// drop forgets the kept record r. The caller holds s.mu.
+// drop forgets the kept record r, and cancels the record that refreshes
+// it, if one does: what it would replace is gone (its life is over, or a
+// purge took it back). The caller holds s.mu.
 func (s *Streams) drop(r *record) {
 	s.held.Remove(r)
 	s.heldBytes -= r.heldSize
 	s.forget(r)
+	if n := r.refresher; n != nil {
+		r.refresher, n.replaces = nil, nil
+		n.cancel() // still live: its end (finish) unlinks the two under s.mu
+	}
 }
