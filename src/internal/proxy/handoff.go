@@ -31,7 +31,9 @@ import (
 // here. A replica that leaves hands its keys over as long as it serves (a
 // pod's preStop); once it is gone, the others keep the copies they were
 // forwarded of its keys (peer.go) until its answers' early refreshes were
-// due.
+// due. A replayed stream's key moves alike: the record a new owner would
+// open on its backend is asked of the previous owner first, which relays
+// the record it keeps, if any (handOverRecord, takeOverRecord).
 //
 // The replicas see a change each in its own time (each resolves them every
 // peers.ResolveInterval). A replica that sees it first forwards a moved
@@ -48,11 +50,10 @@ import (
 // fetched late from a journal (a pod that starts fetches every purge the
 // journals still hold) was taken when the journal took it (Purge.Age), not
 // when it is applied here: one older than a lease holds no ask back.
-// Taking everything back
-// because a lease ran out, or because the replicas' name does not list
-// this replica yet (a pod that starts), is no purge (TakeBackAll): the
-// purges missed meanwhile are taken when it syncs again, before it serves
-// or asks anything.
+// Taking everything back because a lease ran out, or because the
+// replicas' name does not list this replica yet (a pod that starts), is
+// no purge (TakeBackAll): the purges missed meanwhile are taken when it
+// syncs again, before it serves or asks anything.
 
 // Why a handoff was asked for, as passed to Observer.ObserveHandoff.
 const (
@@ -89,27 +90,54 @@ const (
 // fresh answer of.
 var errNoHandoff = status.Error(codes.NotFound, "collapser: no fresh answer held for the key")
 
-// takeOver asks the replica that may hold the answer of the key with hash,
-// a key this replica owns or was forwarded as its owner, for it (holder),
-// and returns it (with its status), to be kept for what is left of it
-// there; nil when it holds none, or there is none to ask, or this replica
-// took a purge less than coherence.Lease ago, or the connection to the
-// replica is not made and such an ask failed less than
-// handoffUnreachedPause ago.
-func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *unaryCall) (*Response, error) {
+// asking returns the replica to ask for what it holds of the key with
+// hash, a key this replica owns or was forwarded as its owner (holder),
+// and how long to wait for its answer; nil when there is none to ask, or
+// this replica took a purge less than coherence.Lease ago, or the
+// connection to the replica is not made and such an ask failed less than
+// handoffUnreachedPause ago. ready is false while that connection is not
+// made.
+func (p *Proxy) asking(hash string, forwarded bool) (prev grpc.ClientConnInterface, timeout time.Duration, ready bool) {
 	if p.now().Sub(time.Unix(0, p.purgedAt.Load())) < coherence.Lease {
-		return nil, nil
+		return nil, 0, false
 	}
-	prev, ready := p.holder(hash, forwarded)
+	prev, ready = p.holder(hash, forwarded)
+	switch {
+	case prev == nil:
+		return nil, 0, false
+	case ready:
+		return prev, handoffTimeout, true
+	case p.now().Sub(time.Unix(0, p.unreachedAt.Load())) < handoffUnreachedPause:
+		return nil, 0, false
+	}
+	return prev, handoffConnectTimeout, false
+}
+
+// asked observes the result of an ask of method's key (asking): taken,
+// none when the replica asked answered that it holds nothing (its trailer,
+// or the caller's context ended), failed otherwise, which pauses the asks
+// on connections not made when the one asked was not ready.
+func (p *Proxy) asked(ctx context.Context, method string, handed, ready bool, trailer metadata.MD) {
+	switch {
+	case handed:
+		p.observer.ObserveHandoff(method, HandoffTaken)
+	case reachedOwner(ctx, trailer):
+		p.observer.ObserveHandoff(method, HandoffNone)
+	default:
+		p.observer.ObserveHandoff(method, HandoffFailed)
+		if !ready {
+			p.unreachedAt.Store(p.now().UnixNano())
+		}
+	}
+}
+
+// takeOver asks the replica that may hold the answer of the key with hash
+// (asking) for it, and returns it (with its status), to be kept for what
+// is left of it there; nil when it holds none, or there is none to ask.
+func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *unaryCall) (*Response, error) {
+	prev, timeout, ready := p.asking(hash, forwarded)
 	if prev == nil {
 		return nil, nil
-	}
-	timeout := handoffTimeout
-	if !ready {
-		if p.now().Sub(time.Unix(0, p.unreachedAt.Load())) < handoffUnreachedPause {
-			return nil, nil
-		}
-		timeout = handoffConnectTimeout
 	}
 	// The ask's own deadline passing is a failure to reach the replica;
 	// the caller's context ending is the caller's.
@@ -121,22 +149,53 @@ func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *un
 	err := prev.Invoke(toOwner(askCtx, c.md, hash, peers.HandoffHeader), c.method, &frame{payload: c.payload}, &reply, opts...)
 	refreshIn, handed := parseRefreshIn(trailer.Get(peers.HandoffHeader))
 	life, aged := parseLife(trailer.Get(peers.LifeHeader))
-	switch {
-	case handed && aged:
-		p.observer.ObserveHandoff(c.method, HandoffTaken)
-	case reachedOwner(ctx, trailer):
-		p.observer.ObserveHandoff(c.method, HandoffNone)
-		return nil, nil
-	default:
-		p.observer.ObserveHandoff(c.method, HandoffFailed)
-		if !ready {
-			p.unreachedAt.Store(p.now().UnixNano())
-		}
+	p.asked(ctx, c.method, handed && aged, ready, trailer)
+	if !handed || !aged {
 		return nil, nil
 	}
 	resp, err := p.response(reply, header, trailer, err)
 	resp.life, resp.aged, resp.handed, resp.refreshIn = life, true, true, refreshIn
 	return resp, err
+}
+
+// takeOverRecord asks the replica that may hold the kept record of a
+// replayed stream's key with hash (asking) for it, and returns its stream,
+// relayed as the record's upstream: the record is kept for what is left of
+// it there (upstream.Left), and refreshed early at the point of the key's
+// grid it had there. The wait for the replica's header is bounded as a
+// unary ask is; the record it relays comes from its memory. nil when it
+// holds none, or there is none to ask: the record's stream is then opened
+// on the backend.
+func (p *Proxy) takeOverRecord(ctx context.Context, hash string, forwarded bool, method, sub string, payload []byte, md metadata.MD) *upstream {
+	prev, timeout, ready := p.asking(hash, forwarded)
+	if prev == nil {
+		return nil
+	}
+	askCtx, cancel := context.WithCancel(ctx)
+	late := time.AfterFunc(timeout, cancel)
+	cs, err := p.sendRequest(toOwner(askCtx, md, hash, peers.HandoffHeader), prev, method, sub, payload, md)
+	var header metadata.MD
+	if err == nil {
+		header, err = cs.Header()
+	}
+	inTime := late.Stop()
+	// A record without a header (a stream that ended at once, well) comes
+	// as its end: the replica's trailer says whether it handed it over.
+	var end error
+	var trailer metadata.MD
+	if err == nil && header == nil {
+		end = cs.RecvMsg(&frame{})
+	}
+	if cs != nil && header == nil {
+		trailer = cs.Trailer()
+	}
+	handed := inTime && err == nil && (header != nil || len(trailer.Get(peers.HandoffHeader)) > 0)
+	p.asked(ctx, method, handed, ready, trailer)
+	if !handed {
+		cancel()
+		return nil
+	}
+	return &upstream{p: p, cs: cs, ended: func(codes.Code) { cancel() }, end: end, owner: true}
 }
 
 // holder returns the connection to the replica that may hold the answer
@@ -169,16 +228,27 @@ func ownedHash(pl placement) string {
 // (peers.HandoffHeader): with the fresh answer it holds for the key as its
 // owner, what is left of its windows and when its early refresh is due;
 // NOT_FOUND when it holds none. It makes no call, joins none, and does not
-// count as a read (collapse.Group.Peek).
+// count as a read (collapse.Group.Peek). A replayed stream's key is
+// answered with its kept record (handOverRecord).
 func (p *Proxy) handOver(ss grpc.ServerStream, method string) error {
 	o := &p.forwarded
 	ss.SetTrailer(o.mark)
-	_, _, key, err := p.receiveKeyed(ss, method, incoming(ss.Context(), o), o, o.calls)
-	if err != nil {
+	rule := p.rules.Rule(method)
+	route := o.calls
+	if rule.Action == policy.Replay {
+		route = o.streams
+	}
+	_, _, key, err := p.receiveKeyed(ss, method, incoming(ss.Context(), o), o, route)
+	switch {
+	case err != nil:
 		return err
+	case !p.coherent():
+		return errNoHandoff
+	case rule.Action == policy.Replay:
+		return p.handOverRecord(ss, key, o)
 	}
 	h, ok := p.group.Peek(key)
-	if !ok || h.Value.Private || p.rules.Rule(method).Action != policy.Collapse || !p.coherent() {
+	if !ok || h.Value.Private || rule.Action != policy.Collapse {
 		return errNoHandoff
 	}
 	ss.SetTrailer(metadata.MD{
@@ -186,6 +256,24 @@ func (p *Proxy) handOver(ss grpc.ServerStream, method string) error {
 		peers.HandoffHeader: []string{strconv.FormatInt(int64(h.RefreshIn), 10)},
 	})
 	return p.reply(ss, method, collapse.Hit, h.Value, nil, o)
+}
+
+// handOverRecord answers a peer that took over key, a replayed stream's,
+// with the record this replica keeps of it (replay.Streams.Kept), relayed
+// as it is replayed, with what is left of its life and when its early
+// refresh is due; NOT_FOUND when it keeps none. It opens and joins no
+// stream.
+func (p *Proxy) handOverRecord(ss grpc.ServerStream, key string, o *origin) error {
+	rd, refreshIn, ok := p.streams.Kept(key)
+	if !ok {
+		return errNoHandoff
+	}
+	defer rd.Close()
+	ss.SetTrailer(metadata.MD{
+		peers.LifeHeader:    []string{formatLife(collapse.Windows{TTL: rd.Left()})},
+		peers.HandoffHeader: []string{strconv.FormatInt(int64(refreshIn), 10)},
+	})
+	return p.relay(ss, rd, o)
 }
 
 // parseRefreshIn reads the value of peers.HandoffHeader a previous owner

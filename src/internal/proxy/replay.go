@@ -51,6 +51,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		return err
 	}
 	pl := o.owners.place(key)
+	owned := o.owned && p.ring != nil
 	rd, outcome := p.streams.Join(pl.key, recordLife(pl, rule), func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
@@ -60,9 +61,17 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		}
 		var up *upstream
 		var err error
-		if pl.owner != nil {
+		switch {
+		case pl.owner != nil:
 			up, err = p.openOwner(ctx, pl, backend, method, sub, payload, md)
-		} else {
+		case (pl.owned || owned) && !replay.Refreshing(rctx):
+			// A key this replica may have taken over: who may hold its
+			// record first (handoff.go).
+			if up = p.takeOverRecord(ctx, ownedHash(pl), owned, method, sub, payload, md); up != nil {
+				break
+			}
+			fallthrough
+		default:
 			up, err = p.openUpstream(ctx, backend, method, sub, payload, md)
 			if pl.owned {
 				p.observer.ObservePeerCall(method, OwnerSelf, status.Code(err), false)

@@ -130,3 +130,40 @@ func TestStreams_ARecordWithoutEarlyRefreshIsNeverRefreshed(t *testing.T) {
 		t.Errorf("reads at its point and at its end opened %d streams, want none", n)
 	}
 }
+
+// Kept gives a cache that takes the key over the kept record, and when its
+// refresh is due, without being a read: it starts no refresh. A live
+// record, or none, is not kept.
+func TestStreams_KeptGivesTheKeptRecordAndStartsNothing(t *testing.T) {
+	r := keptForRefresh(t, refreshLife)
+	for _, tt := range []struct {
+		at   time.Duration
+		want time.Duration
+	}{{0, r.point}, {r.point, 1}} {
+		r.clock.Advance(tt.at - r.clock.Now().Sub(time.Unix(1e9, 0)))
+		rd, refreshIn, ok := r.s.Kept("k")
+		if !ok || refreshIn != tt.want {
+			t.Fatalf("at %v: Kept = %v, refresh in %v; want the record, refresh in %v", tt.at, ok, refreshIn, tt.want)
+		}
+		got, _, err := readAll(t, testkit.Context(t), rd)
+		rd.Close()
+		if err != nil || !slices.Equal(got, []string{"m0", "m1"}) {
+			t.Errorf("at %v: the kept record read %q, %v", tt.at, got, err)
+		}
+	}
+	if n := r.next.opened.Load(); n != 0 {
+		t.Errorf("Kept opened %d streams, want none", n)
+	}
+	live := newSource(nil)
+	lead, _ := r.s.Join("live", refreshLife, live.open)
+	defer lead.Close()
+	for _, key := range []string{"live", "none"} {
+		if _, _, ok := r.s.Kept(key); ok {
+			t.Errorf("Kept(%q) gave a record", key)
+		}
+	}
+	r.clock.Advance(refreshLife.TTL)
+	if _, _, ok := r.s.Kept("k"); ok {
+		t.Error("Kept gave a record whose life is over")
+	}
+}

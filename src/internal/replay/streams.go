@@ -72,6 +72,30 @@ func (s *Streams) Join(key string, life Life, open Open) (*Reader, Outcome) {
 	return &Reader{r: r, lead: true}, Lead
 }
 
+// Kept returns a Reader of key's record when it is kept (it ended well,
+// within its bounds, and its life is not over), for a cache that takes
+// the key over: it neither opens nor joins a stream, and is not a read (no
+// early refresh starts). refreshIn is how long from now the record's early
+// refresh is due: at least 1 ns when it is due or running, 0 when it has
+// none.
+func (s *Streams) Kept(key string) (rd *Reader, refreshIn time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.sweep(now)
+	r := s.m[key]
+	if r == nil || r.index < 0 {
+		return nil, 0, false
+	}
+	switch {
+	case r.refresher != nil:
+		refreshIn = 1
+	case !r.refresh.IsZero():
+		refreshIn = max(1, r.refresh.Sub(now))
+	}
+	return &Reader{r: r}, refreshIn, true
+}
+
 // refreshEarly starts, when r, a kept record, is due for its early refresh
 // at now, the record that refreshes it: opened with open, read in the
 // background by no reader, under a context Refreshing reports, with life

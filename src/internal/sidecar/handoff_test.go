@@ -30,8 +30,9 @@ type joiningFleet struct {
 }
 
 // newJoiningFleet starts three replicas that collapse SayHello, keep its
-// answers an hour and refresh none early.
-func newJoiningFleet(t *testing.T) *joiningFleet {
+// answers an hour and refresh none early; more edits their settings (and
+// the fourth's) further.
+func newJoiningFleet(t *testing.T, more ...func(*config.Settings)) *joiningFleet {
 	f := newPeerFleet(t, 4)
 	ready := testkit.NewResolver("ready"+strings.ToLower(rand.Text()), testkit.Endpoints(f.addrs[:3]...))
 	resolver.Register(ready)
@@ -40,9 +41,12 @@ func newJoiningFleet(t *testing.T) *joiningFleet {
 		c.Replicas = strings.Join(f.addrs, ",")
 		c.Policy.CollapseMethods = []string{sayHello}
 		c.Policy.CacheTTL = time.Hour
+		for _, edit := range more {
+			edit(c)
+		}
 	}}
 	for range 4 {
-		b := &testkit.Greeter{SayHello: greet}
+		b := &testkit.Greeter{SayHello: greet, StreamHellos: streamGreet}
 		j.backends, j.addrs = append(j.backends, b), append(j.addrs, startBackend(t, b))
 	}
 	j.f.lis[3].Close()
@@ -143,11 +147,20 @@ func waitOwners(t *testing.T, rs []*replica, owner int) {
 	})
 }
 
-// calls sums the backends' own counts.
+// calls and streams sum the backends' own counts of SayHello calls and
+// of StreamHellos streams.
 func (j *joiningFleet) calls() int64 {
+	return j.sum(func(b *testkit.Greeter) int64 { return b.Calls.SayHello.Load() })
+}
+
+func (j *joiningFleet) streams() int64 {
+	return j.sum(func(b *testkit.Greeter) int64 { return b.Calls.StreamHellos.Load() })
+}
+
+func (j *joiningFleet) sum(count func(*testkit.Greeter) int64) int64 {
 	var n int64
 	for _, b := range j.backends {
-		n += b.Calls.SayHello.Load()
+		n += count(b)
 	}
 	return n
 }
@@ -158,6 +171,18 @@ func read(t *testing.T, r *replica, n int) {
 	for k := range n {
 		if _, err := r.client.SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: fmt.Sprint("key-", k)}); err != nil {
 			t.Fatalf("key-%d: %v", k, err)
+		}
+	}
+}
+
+// readStreams reads the streams of key-0 to key-(n-1), of two replies,
+// through r.
+func readStreams(t *testing.T, r *replica, n int) {
+	t.Helper()
+	for k := range n {
+		name := fmt.Sprint("key-", k)
+		if got := testkit.ReadStream(testkit.Context(t), r.client, &hellov1.HelloRequest{Name: name, Count: 2}); !consistent(got, 2, name) {
+			t.Fatalf("%s: %d replies, %v; want 2 of one stream", name, len(got.Replies), got.Err)
 		}
 	}
 }
@@ -235,6 +260,33 @@ func TestHandoff_TheKeysOfAReplicaThatLeavesAreTakenOverFromIt(t *testing.T) {
 	stay := j.leave(t, 2)
 	read(t, stay[1], keys) // replica 1 holds no copies: each key is asked of its owner
 	j.checkTakenOver(t, keys, stay...)
+}
+
+// A replayed stream's record moves as an answer does: a rollout's new pod
+// asks a key's previous owner for the record it keeps, and opens no
+// backend stream for any key.
+func TestHandoff_AReplicaThatJoinsTakesItsKeysRecordsOver(t *testing.T) {
+	const keys = 30
+	policy := replayPolicy(t, time.Hour)
+	j := newJoiningFleet(t, func(c *config.Settings) { c.PolicyFile = policy })
+	for _, r := range j.rs {
+		waitStreamLearned(t, r.sidecar)
+	}
+	readStreams(t, j.rs[0], keys)
+	if got := j.streams(); got != keys {
+		t.Fatalf("loading %d keys opened %d backend streams, want one each", keys, got)
+	}
+	joined := j.join(t)
+	waitStreamLearned(t, joined.sidecar)
+	readStreams(t, joined, keys)
+	taken, none, failed := handoffTotals(t, joined)
+	t.Logf("the new replica took %v of %d records over (none %v, failed %v)", taken, keys, none, failed)
+	if got := j.streams(); got != keys {
+		t.Errorf("reading the keys again opened %d backend streams, want none", got-keys)
+	}
+	if taken == 0 || none+failed != 0 {
+		t.Errorf("handoffs taken %v, none %v, failed %v; want some taken, and every replica asked to hold its keys' records", taken, none, failed)
+	}
 }
 
 // A purge the new replica took may not have reached a previous owner yet:

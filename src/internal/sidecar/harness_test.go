@@ -42,6 +42,18 @@ func greet(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply,
 	return &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Caller: caller, Call: testkit.CallNumber(ctx)}, nil
 }
 
+// streamGreet answers StreamHellos with the replies asked for, each as
+// greet answers, numbered by the backend's count of streams.
+func streamGreet(req *hellov1.HelloRequest, stream grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+	reply := &hellov1.HelloReply{Message: "Hello, " + req.GetName(), Call: testkit.CallNumber(stream.Context())}
+	for range req.GetCount() {
+		if err := stream.Send(reply); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // gated returns a SayHello that holds every call until gate is closed, then
 // answers as greet does.
 func gated(gate <-chan struct{}) sayHelloFunc { return gatedFrom(gate, 1) }

@@ -146,8 +146,8 @@ func replicasPanels(l *layout) []cog.Builder[dashboard.Panel] {
 				`previous owner it asked for the answer it held before making a call, per second, summed ` +
 				`over the pods (collapser_handoffs_total): taken, the answer was handed over and no backend ` +
 				`call made; none, the previous owner held no fresh answer; failed, it could not be asked or ` +
-				`did not answer in time (it left). Asked for 30 s after each change, for a unary key's ` +
-				`first call there, and not for 10 s after a purge. A rollout that does not empty the cache shows taken here and no ` +
+				`did not answer in time (it left). Asked for 30 s after each change, for a key's first ` +
+				`call there (a replayed stream's: its kept record), and not for 10 s after a purge. A rollout that does not empty the cache shows taken here and no ` +
 				`rise in Backend calls/s per pod. No data without peers.`).
 			Targets(queries(
 				series(`sum by (result) (rate(collapser_handoffs_total{method=~"$method"}[$__rate_interval]))`, "{{result}}"),
