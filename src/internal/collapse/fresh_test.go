@@ -146,3 +146,55 @@ func TestGroup_DoCopyOfAJoinedCallSaysWhatIsLeftOfItsResult(t *testing.T) {
 		t.Errorf("after the purge, the new result has %+v left, want %+v", c.Left, opts.Windows())
 	}
 }
+
+// Hit serves exactly the hits that start nothing: a fresh result whose
+// early refresh is not due, and the result a call in flight refreshes
+// early; a caller finds none otherwise, and Do serves it. It tells a
+// copy what is left of the result.
+func TestGroup_HitServesOnlyAFreshResultThatStartsNothing(t *testing.T) {
+	opts := &CallOptions{TTL: time.Second, StaleWhileRevalidate: time.Second}
+	for _, tt := range []struct {
+		name  string
+		setUp func(g *Group[string], clock interface{ Store(int64) })
+		want  bool
+	}{
+		{"fresh", func(g *Group[string], clock interface{ Store(int64) }) {
+			do(g, "k", opts, value("v", nil))
+			clock.Store(int64(400 * time.Millisecond))
+		}, true},
+		{"none held", func(*Group[string], interface{ Store(int64) }) {}, false},
+		{"past its TTL", func(g *Group[string], clock interface{ Store(int64) }) {
+			do(g, "k", opts, value("v", nil))
+			clock.Store(int64(time.Second))
+		}, false},
+		{"soft-purged", func(g *Group[string], _ interface{ Store(int64) }) {
+			do(g, "k", opts, value("v", nil))
+			g.Purge("k", true)
+		}, false},
+		{"a pass marker", func(g *Group[string], _ interface{ Store(int64) }) {
+			do(g, "k", opts, value("private", nil))
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, clock := newTestGroup(t, Options[string]{Private: func(v string) bool { return v == "private" }})
+			tt.setUp(g, clock)
+			var c Copy
+			v, ok := g.Hit("k", &c)
+			if ok != tt.want || (ok && (v != "v" || c.Left.TTL != 600*time.Millisecond)) {
+				t.Errorf("Hit = %q, %v, left %v; want %v (and v, 600ms left)", v, ok, c.Left.TTL, tt.want)
+			}
+		})
+	}
+}
+
+// A fresh result due for its early refresh is no Hit: the read that
+// starts the refresh is Do's.
+func TestGroup_HitLeavesAResultDueForItsRefreshToDo(t *testing.T) {
+	g, clock := newTestGroup(t, Options[string]{})
+	opts := &CallOptions{TTL: time.Second, EarlyRefresh: true}
+	do(g, "k", opts, value("v", nil))
+	clock.Store(int64(time.Second) - 1) // past every point of a 1 s grid within the result's life
+	if _, ok := g.Hit("k", nil); ok {
+		t.Error("Hit served a result due for its early refresh")
+	}
+}

@@ -164,26 +164,17 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 
 	s.mu.RLock()
 	e := s.m[key]
+	if v, ok := hit(e, now, c); ok {
+		s.mu.RUnlock()
+		return nil, v, Hit, nil
+	}
 	switch {
-	case e == nil:
-	case e.state == stateHeld:
-		if now < e.fresh && !e.pass && !e.refreshDue(now) {
-			v := e.val
-			c.left(e, now)
-			s.mu.RUnlock()
-			return nil, v, Hit, nil
-		}
+	case e == nil, e.state == stateHeld:
 	case e.pass: // a call whose answer may not be shared, like the last one
 		s.mu.RUnlock()
 		v, o, err := g.own(ctx, opts, Pass, fn)
 		return nil, v, o, err
 	default: // a call in flight, maybe with an earlier result to serve meanwhile
-		if p := e.prev; p != nil && now < p.fresh {
-			v := p.val // refreshed early: still fresh
-			c.left(p, now)
-			s.mu.RUnlock()
-			return nil, v, Hit, nil
-		}
 		if p := e.prev; p != nil && now < p.swrEnd && !c.fresh() {
 			v := p.val
 			c.left(p, now)
@@ -197,6 +188,42 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 	}
 	s.mu.RUnlock()
 	return g.doLocked(ctx, s, key, h, now, opts, fn, c)
+}
+
+// Hit returns the result a call of key would be served as a Hit that
+// starts nothing (a fresh result whose early refresh is not due), for a
+// caller that readies no call before it knows it needs one; false when
+// there is none: Do (or DoCopy, with c) serves the call. c, when not nil,
+// is told what is left of the result, as DoCopy tells it.
+func (g *Group[V]) Hit(key string, c *Copy) (V, bool) {
+	s, _ := g.shardOf(key)
+	now := g.now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return hit(s.m[key], now, c)
+}
+
+// hit returns the result e, key's entry, serves at now as a Hit that
+// starts nothing: a fresh held result whose early refresh is not due, or,
+// while a call is in flight, the fresh result it refreshes early; and sets
+// c.Left. The caller holds e's shard's lock.
+func hit[V any](e *entry[V], now int64, c *Copy) (V, bool) {
+	switch {
+	case e == nil:
+	case e.state == stateHeld:
+		if now < e.fresh && !e.pass && !e.refreshDue(now) {
+			c.left(e, now)
+			return e.val, true
+		}
+	case e.pass:
+	default:
+		if p := e.prev; p != nil && now < p.fresh {
+			c.left(p, now) // refreshed early: still fresh
+			return p.val, true
+		}
+	}
+	var zero V
+	return zero, false
 }
 
 // shardOf returns the shard of key, and key's hash.

@@ -71,6 +71,12 @@ type unaryCall struct {
 // is left of the answer's windows when a peer keeps a copy of it.
 func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, collapse.Outcome, collapse.Windows, error) {
 	pl := o.owners.place(c.key)
+	if resp, left, ok := p.hit(pl, o); ok {
+		if pl.owner != nil {
+			p.forwarding.Shared(c.method, pl.hash) // a key asked for again and again
+		}
+		return resp, collapse.Hit, left, nil
+	}
 	// The call captures c's fields rather than c: a closure holds values
 	// this small itself, where c would be one more allocation per call,
 	// hits and joins included.
@@ -118,6 +124,24 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 		p.forwarding.Shared(c.method, pl.hash) // a key asked for again and again
 	}
 	return resp, outcome, left, err
+}
+
+// hit returns the answer kept for the key placed by pl that a call from o
+// is served as a Hit that starts nothing (collapse.Group.Hit), and what is
+// left of it when a peer keeps a copy of it; false when there is none, or
+// the proxy serves nothing it keeps now. A hit readies no call: share
+// builds one only for the calls that may need it.
+func (p *Proxy) hit(pl placement, o *origin) (*Response, collapse.Windows, bool) {
+	if !p.coherent() {
+		return nil, collapse.Windows{}, false
+	}
+	if o.mark == nil {
+		resp, ok := p.group.Hit(pl.key, nil)
+		return resp, collapse.Windows{}, ok
+	}
+	cp := collapse.Copy{Fresh: o.fresh}
+	resp, ok := p.group.Hit(pl.key, &cp)
+	return resp, cp.Left, ok
 }
 
 // shares reports whether a call served with outcome shared another's backend
