@@ -30,8 +30,10 @@ type podTotals struct {
 	requests, leaders, forwarded, fallbacks, servedForPeers float64
 	// toPeers are the forwarded calls another pod answered.
 	toPeers float64
-	// led is how many pods had callers that led a shared call.
-	led int
+	// led is how many pods had callers that led a shared call; ledElsewhere
+	// how many of them made no backend call (not the key's owner): each
+	// forwarded its leader's call.
+	led, ledElsewhere int
 }
 
 func (b spreadBurst) totals() podTotals {
@@ -40,6 +42,9 @@ func (b spreadBurst) totals() podTotals {
 		leaders := sampleSum(families["collapser_requests_total"], map[string]string{"outcome": "leader"})
 		if leaders > 0 {
 			p.led++
+			if sampleSum(families["collapser_backend_calls_total"], nil) == 0 {
+				p.ledElsewhere++
+			}
 		}
 		p.leaders += leaders
 		p.requests += sampleSum(families["collapser_requests_total"], nil)
@@ -61,8 +66,8 @@ func checkReplicasDashboard(t *testing.T, s settings, prom panelquery.Client, b 
 		t.Fatal(err)
 	}
 	p := b.totals()
-	t.Logf("the pods' own counts: %v requests, %v leaders in %d pods, %v forwarded (%v answered by another pod), %v fallbacks, %v served for peers",
-		p.requests, p.leaders, p.led, p.forwarded, p.toPeers, p.fallbacks, p.servedForPeers)
+	t.Logf("the pods' own counts: %v requests, %v leaders in %d pods (%d of them not the owner), %v forwarded (%v answered by another pod), %v fallbacks, %v served for peers",
+		p.requests, p.leaders, p.led, p.ledElsewhere, p.forwarded, p.toPeers, p.fallbacks, p.servedForPeers)
 	v := openDashboard(t, prom, d, scrapeInterval(t, prom), b.end, proxyJobs)
 	checkPanels(t, d, v, spreadExpectations(b.report, p), false)
 }
@@ -90,10 +95,11 @@ func spreadExpectations(r demoReport, p podTotals) []expectation {
 		// Every leader's call is counted once, by where it went. Each pod
 		// but the owner led once and forwarded its call; the owner may
 		// lead twice, sharing one backend call: once over its own peer
-		// port, before its connection to itself is up, and once here.
+		// port, before its connection to itself is up, and once here; or
+		// not at all, its callers joining a call forwarded to it first.
 		expect("Forwarded calls", total(forwarded, source{"the pods' own leaders", p.leaders})),
 		expect("Forwarded share (other pods)", total(source{"the pods' own calls answered by another pod / leaders", p.toPeers / p.leaders},
-			source{"one leader in each pod but the owner / leaders", float64(p.led-1) / p.leaders})),
+			source{"one leader in each pod but the owner / leaders", float64(p.ledElsewhere) / p.leaders})),
 		expect("Fallbacks to the local backend", total(source{"every owner reachable", 0}, source{"the pods' own fallbacks", p.fallbacks})),
 		// The owner's own leader is served without a hop once its ring's
 		// connection to itself is up, over its peer port before.
