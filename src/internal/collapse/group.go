@@ -208,22 +208,13 @@ func (g *Group[V]) Hit(key string, c *Copy) (V, bool) {
 // while a call is in flight, the fresh result it refreshes early; and sets
 // c.Left. The caller holds e's shard's lock.
 func hit[V any](e *entry[V], now int64, c *Copy) (V, bool) {
-	switch {
-	case e == nil:
-	case e.state == stateHeld:
-		if now < e.fresh && !e.pass && !e.refreshDue(now) {
-			c.left(e, now)
-			return e.val, true
-		}
-	case e.pass:
-	default:
-		if p := e.prev; p != nil && now < p.fresh {
-			c.left(p, now) // refreshed early: still fresh
-			return p.val, true
-		}
+	f := freshOf(e, now)
+	if f == nil || (f == e && e.refreshDue(now)) {
+		var zero V
+		return zero, false
 	}
-	var zero V
-	return zero, false
+	c.left(f, now)
+	return f.val, true
 }
 
 // shardOf returns the shard of key, and key's hash.

@@ -35,17 +35,30 @@ func (g *Group[V]) Peek(key string) (Handoff[V], bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e := s.m[key]
+	switch f := freshOf(e, now); f {
+	case nil:
+		return Handoff[V]{}, false
+	case e:
+		return Handoff[V]{Value: e.val, Left: e.until(now, e.fresh), RefreshIn: refreshIn(e.refresh, now)}, true
+	default:
+		// Refreshed early: the refresh that runs here is the one due.
+		return Handoff[V]{Value: f.val, Left: f.until(now, f.fresh), RefreshIn: refreshIn(now, now)}, true
+	}
+}
+
+// freshOf returns the entry whose result e, a key's entry, serves fresh
+// at now: e itself, held and within its TTL, or, while e's call is in
+// flight, the result it refreshes early; nil for none (none held, a pass
+// marker, past its TTL or purged). The caller holds e's shard's lock.
+func freshOf[V any](e *entry[V], now int64) *entry[V] {
 	switch {
 	case e == nil || e.pass:
-		return Handoff[V]{}, false
 	case e.state == stateHeld && now < e.fresh:
-		return Handoff[V]{Value: e.val, Left: e.until(now, e.fresh), RefreshIn: refreshIn(e.refresh, now)}, true
+		return e
 	case e.state == stateFlying && e.prev != nil && now < e.prev.fresh:
-		// Refreshed early: the refresh that runs here is the one due.
-		p := e.prev
-		return Handoff[V]{Value: p.val, Left: p.until(now, p.fresh), RefreshIn: refreshIn(now, now)}, true
+		return e.prev
 	}
-	return Handoff[V]{}, false
+	return nil
 }
 
 // refreshIn returns how long from now an early refresh at refresh is due:

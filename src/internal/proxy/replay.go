@@ -56,7 +56,8 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
-		if replay.Refreshing(rctx) {
+		refreshing := replay.Refreshing(rctx)
+		if refreshing {
 			p.observer.ObserveRefresh(method, RefreshEarly)
 		}
 		var up *upstream
@@ -64,7 +65,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		switch {
 		case pl.owner != nil:
 			up, err = p.openOwner(ctx, pl, backend, method, sub, payload, md)
-		case (pl.owned || owned) && !replay.Refreshing(rctx):
+		case (pl.owned || owned) && !refreshing:
 			// A key this replica may have taken over: who may hold its
 			// record first (handoff.go).
 			if up = p.takeOverRecord(ctx, ownedHash(pl), owned, method, sub, payload, md); up != nil {

@@ -103,10 +103,10 @@ func (s *Streams) Kept(key string) (rd *Reader, refreshIn time.Duration, ok bool
 // puts it in r's place once its stream ended well; drop cancels it when r
 // goes first. The caller holds s.mu.
 func (s *Streams) refreshEarly(r *record, now time.Time, life Life, open Open) {
-	if r.refresh.IsZero() || now.Before(r.refresh) || r.refresher != nil {
+	if r.refresh.IsZero() || now.Before(r.refresh) {
 		return
 	}
-	r.refresh = time.Time{} // one refresh per record
+	r.refresh = time.Time{} // one refresh per record: none while it runs
 	n, ctx := newRecord(context.WithValue(context.Background(), refreshing{}, true), s, r.key, life)
 	n.readers, n.replaces, r.refresher = 0, r, n
 	s.live[n] = struct{}{}
@@ -224,8 +224,10 @@ func (s *Streams) finish(r *record, trailer metadata.MD, err error, ttl time.Dur
 		}
 		now := s.now()
 		r.expires = now.Add(ttl)
-		if at := collapse.RefreshPoint(r.life.Hash, now.UnixNano(), ttl); r.life.EarlyRefresh && at != 0 {
-			r.refresh = time.Unix(0, at)
+		if r.life.EarlyRefresh {
+			if at := collapse.RefreshPoint(r.life.Hash, now.UnixNano(), ttl); at != 0 {
+				r.refresh = time.Unix(0, at)
+			}
 		}
 		s.heldBytes += size
 		r.heldSize = size
