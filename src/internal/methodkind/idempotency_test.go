@@ -4,12 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/reflection"
-	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -47,34 +42,16 @@ var ordersMethods = map[string]Idempotency{
 	"/test.v1.Orders/CreateOrder": Unannotated,
 }
 
-// ordersServices lists test.v1.Orders as a served service.
-type ordersServices struct{}
-
-func (ordersServices) GetServiceInfo() map[string]grpc.ServiceInfo {
-	return map[string]grpc.ServiceInfo{"test.v1.Orders": {}}
-}
-
 func TestResolver_LearnsIdempotencyLevelsFromReflection(t *testing.T) {
-	fd, err := protodesc.NewFile(ordersFile(), protoregistry.GlobalFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := new(protoregistry.Files)
-	if err := files.RegisterFile(fd); err != nil {
-		t.Fatal(err)
-	}
-	cc := startBackend(t, func(s *grpc.Server) {
-		reflectionv1.RegisterServerReflectionServer(s, reflection.NewServerV1(reflection.ServerOptions{Services: ordersServices{}, DescriptorResolver: files}))
-	})
-	r, err := NewResolver(Options{Backend: cc, UseReflection: true})
+	r, err := NewResolver(Options{Backend: startReflection(t, newFiles(t, ordersFile())), UseReflection: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runResolver(t, r)
 	testkit.WaitFor(t, "Orders learned", func() bool { return r.Method("/test.v1.Orders/GetOrder").Kind == Unary })
 	for m, want := range ordersMethods {
-		if got := r.Method(m); got != (Method{Kind: Unary, Idempotency: want}) {
-			t.Errorf("Method(%s) = %+v, want unary %v", m, got, want)
+		if got := r.Method(m); got.Kind != Unary || got.Idempotency != want || requestName(got) != "test.v1.Order" {
+			t.Errorf("Method(%s) = %v %v, request %q; want unary %v, request test.v1.Order", m, got.Kind, got.Idempotency, requestName(got), want)
 		}
 	}
 	if got := r.Methods(); !slices.Equal(got, []string{"/test.v1.Orders/CreateOrder", "/test.v1.Orders/GetOrder", "/test.v1.Orders/PutOrder"}) {

@@ -1,7 +1,8 @@
 // Package methodkind tells what the sidecar knows of each gRPC method: its
 // call kind (a unary call may be collapsed and a server stream replayed, as
-// the policy decides; every other kind passes through) and its protobuf
-// idempotency_level (which says whether collapsing and caching it is safe).
+// the policy decides; every other kind passes through), its protobuf
+// idempotency_level (which says whether collapsing and caching it is safe)
+// and, when a descriptor gives it, its request message's descriptor.
 //
 // A Resolver learns method kinds from three sources: an explicit list of unary
 // methods, a FileDescriptorSet file, and the backend's server reflection
@@ -11,6 +12,8 @@
 // backend hides or lacks reflection. Reflection is asked by Run, at start and
 // whenever Resolver.Method meets a method it does not know.
 package methodkind
+
+import "google.golang.org/protobuf/reflect/protoreflect"
 
 // Kind is the streaming shape of a method.
 type Kind uint8
@@ -90,4 +93,12 @@ func (i Idempotency) String() string {
 type Method struct {
 	Kind        Kind
 	Idempotency Idempotency
+	// Request is the descriptor of the method's request message, from the
+	// source that described the method, with every message and enum it uses
+	// resolved. It is nil when no source described the method (one known
+	// only from UnaryMethods) or when that source lacks a file the message
+	// needs (a descriptor set built without its imports). Each reflection
+	// refresh builds new descriptors, equal or not: compare them by content,
+	// not by pointer.
+	Request protoreflect.MessageDescriptor
 }

@@ -32,8 +32,9 @@ var reflectionServices = []reflectionService{
 	{"v1alpha", reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName, &reflectionv1alpha.ServerReflection_ServiceDesc.Streams[0]},
 }
 
-// fetchKinds asks the backend's server reflection for the kinds of all methods
-// of all services it lists. It returns the reflection version that answered.
+// fetchKinds asks the backend's server reflection what it declares of all
+// methods of all services it lists. It returns the reflection version that
+// answered.
 func fetchKinds(ctx context.Context, cc grpc.ClientConnInterface) (map[string]Method, string, error) {
 	for _, svc := range reflectionServices {
 		kinds, err := fetchKindsWith(ctx, cc, svc)
@@ -74,7 +75,11 @@ func fetchKindsWith(ctx context.Context, cc grpc.ClientConnInterface, svc reflec
 	if e := list.GetErrorResponse(); e != nil {
 		return nil, fmt.Errorf("list services: %s", status.New(codes.Code(e.GetErrorCode()), e.GetErrorMessage()).Err())
 	}
-	kinds := map[string]Method{}
+	// grpc-go's server sends a file on a stream once, however many services
+	// import it: the files of one answer may need another's, so all build
+	// together once every service is described.
+	var files []*descriptorpb.FileDescriptorProto
+	received := map[string]bool{} // file names
 	described := map[string]bool{}
 	for _, s := range list.GetListServicesResponse().GetService() {
 		name := s.GetName()
@@ -93,14 +98,19 @@ func fetchKindsWith(ctx context.Context, cc grpc.ClientConnInterface, svc reflec
 			continue
 		}
 		for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
-			var f descriptorpb.FileDescriptorProto
-			if err := proto.Unmarshal(b, &f); err != nil {
+			f := new(descriptorpb.FileDescriptorProto)
+			if err := proto.Unmarshal(b, f); err != nil {
 				return nil, fmt.Errorf("describe %s: bad file descriptor: %w", name, err)
 			}
-			for _, added := range addServices(kinds, &f) {
-				described[added] = true
+			if received[f.GetName()] {
+				continue // sent before on this stream; a server may send it again
+			}
+			received[f.GetName()] = true
+			files = append(files, f)
+			for _, d := range f.GetService() {
+				described[serviceName(f, d)] = true
 			}
 		}
 	}
-	return kinds, stream.CloseSend()
+	return methodsOf(files), stream.CloseSend()
 }

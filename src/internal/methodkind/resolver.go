@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"log/slog"
 	"maps"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 const (
@@ -221,7 +221,9 @@ func answered(err error) bool {
 	return true
 }
 
-// refresh replaces the learned kinds with what reflection reports now.
+// refresh replaces what was learned with what reflection reports now. It
+// logs only a change of kinds or idempotency levels: the Requests are new
+// descriptors at every refresh.
 func (r *Resolver) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	defer cancel()
@@ -229,10 +231,10 @@ func (r *Resolver) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if old := r.learned.Load(); old != nil && maps.Equal(*old, kinds) {
+	old := r.learned.Swap(&kinds)
+	if old != nil && maps.EqualFunc(*old, kinds, sameKind) {
 		return nil
 	}
-	r.learned.Store(&kinds)
 	r.logger.Info("learned method kinds from backend reflection", "methods", len(kinds), "reflection", version)
 	for m, k := range kinds {
 		if e, ok := r.explicit[m]; ok && e.Kind != k.Kind {
@@ -241,4 +243,10 @@ func (r *Resolver) refresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sameKind reports whether a and b tell the same kind and idempotency level,
+// whatever their Requests.
+func sameKind(a, b Method) bool {
+	return a.Kind == b.Kind && a.Idempotency == b.Idempotency
 }

@@ -3,8 +3,6 @@ package methodkind
 import (
 	"context"
 	"errors"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"log/slog"
 	"net"
 	"slices"
@@ -15,12 +13,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/logrecorder"
 	"github.com/collapser/collapser/src/internal/testkit"
 )
@@ -57,6 +59,15 @@ func TestResolver_LearnsKindsFromReflection(t *testing.T) {
 			}
 			if got := r.Method("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo").Kind; got != BidiStreaming {
 				t.Errorf("reflection's own method: Kind = %v, want bidi_streaming", got)
+			}
+			for m, want := range map[string]protoreflect.FullName{
+				sayHello:                    "hello.v1.HelloRequest",
+				"/hello.v1.Stats/GetCounts": "hello.v1.GetCountsRequest",
+				"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": "grpc.reflection.v1alpha.ServerReflectionRequest",
+			} {
+				if got := requestName(r.Method(m)); got != want {
+					t.Errorf("Method(%s).Request = %q, want %q", m, got, want)
+				}
 			}
 		})
 	}
@@ -239,6 +250,10 @@ func TestResolver_KnowsTheProcesssOwnDescriptors(t *testing.T) {
 	}
 	if got := r.Method(sayHello).Idempotency; got != NoSideEffects {
 		t.Errorf("Idempotency(%s) = %v, want no side effects", sayHello, got)
+	}
+	// The registry's own descriptor, the one generated code uses.
+	if got, want := r.Method(sayHello).Request, (&hellov1.HelloRequest{}).ProtoReflect().Descriptor(); got != want {
+		t.Errorf("Request(%s) = %v, want the generated hello.v1.HelloRequest", sayHello, got)
 	}
 	if _, err := NewResolver(Options{Files: protoregistry.GlobalFiles, UnaryMethods: []string{streamHellos}}); err == nil || !strings.Contains(err.Error(), "declares it server_streaming") {
 		t.Errorf("a listed streaming method: err = %v, want one naming its kind", err)

@@ -27,7 +27,7 @@ func explicitKinds(path string, files *protoregistry.Files, unary []string) (map
 	}
 	if files != nil {
 		files.RangeFiles(func(f protoreflect.FileDescriptor) bool {
-			addServices(kinds, protodesc.ToFileDescriptorProto(f))
+			addServices(kinds, protodesc.ToFileDescriptorProto(f), f)
 			return true
 		})
 	}
@@ -45,8 +45,8 @@ func explicitKinds(path string, files *protoregistry.Files, unary []string) (map
 	return kinds, nil
 }
 
-// loadDescriptorSet reads the kinds of all methods declared in a binary
-// FileDescriptorSet (protoc --descriptor_set_out, buf build -o x.binpb).
+// loadDescriptorSet reads what a binary FileDescriptorSet (protoc
+// --descriptor_set_out, buf build -o x.binpb) declares of all its methods.
 func loadDescriptorSet(path string) (map[string]Method, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -56,46 +56,11 @@ func loadDescriptorSet(path string) (map[string]Method, error) {
 	if err := proto.Unmarshal(b, &set); err != nil {
 		return nil, fmt.Errorf("methodkind: descriptor set %s is not a binary FileDescriptorSet: %w", path, err)
 	}
-	kinds := map[string]Method{}
-	for _, f := range set.GetFile() {
-		addServices(kinds, f)
-	}
+	kinds := methodsOf(set.GetFile())
 	if len(kinds) == 0 {
 		return nil, fmt.Errorf("methodkind: descriptor set %s declares no service methods", path)
 	}
 	return kinds, nil
-}
-
-// addServices records what f declares of every method of every service in it
-// and returns the full names of those services.
-func addServices(kinds map[string]Method, f *descriptorpb.FileDescriptorProto) []string {
-	var services []string
-	for _, s := range f.GetService() {
-		name := s.GetName()
-		if pkg := f.GetPackage(); pkg != "" {
-			name = pkg + "." + name
-		}
-		services = append(services, name)
-		for _, m := range s.GetMethod() {
-			kinds["/"+name+"/"+m.GetName()] = Method{
-				Kind:        kindOf(m.GetClientStreaming(), m.GetServerStreaming()),
-				Idempotency: idempotencyOf(m.GetOptions().GetIdempotencyLevel()),
-			}
-		}
-	}
-	return services
-}
-
-// idempotencyOf maps a descriptor's idempotency_level to its Idempotency.
-func idempotencyOf(l descriptorpb.MethodOptions_IdempotencyLevel) Idempotency {
-	switch l {
-	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
-		return NoSideEffects
-	case descriptorpb.MethodOptions_IDEMPOTENT:
-		return Idempotent
-	default:
-		return Unannotated
-	}
 }
 
 // ValidateMethod accepts a full method name "/pkg.Service/Method" (the package

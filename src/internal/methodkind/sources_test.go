@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
@@ -47,16 +48,19 @@ func TestNewResolver_DescriptorSetGivesEveryKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]Kind{
-		sayHello:                    Unary,
-		streamHellos:                ServerStreaming,
-		collectHellos:               ClientStreaming,
-		chat:                        BidiStreaming,
-		"/hello.v1.Stats/GetCounts": Unary,
+	want := map[string]struct {
+		kind    Kind
+		request protoreflect.FullName
+	}{
+		sayHello:                    {Unary, "hello.v1.HelloRequest"},
+		streamHellos:                {ServerStreaming, "hello.v1.HelloRequest"},
+		collectHellos:               {ClientStreaming, "hello.v1.HelloRequest"},
+		chat:                        {BidiStreaming, "hello.v1.HelloRequest"},
+		"/hello.v1.Stats/GetCounts": {Unary, "hello.v1.GetCountsRequest"},
 	}
-	for m, k := range want {
-		if got := r.Method(m).Kind; got != k {
-			t.Errorf("Kind(%s) = %v, want %v", m, got, k)
+	for m, w := range want {
+		if got := r.Method(m); got.Kind != w.kind || requestName(got) != w.request {
+			t.Errorf("Method(%s) = %v, request %q; want %v, request %q", m, got.Kind, requestName(got), w.kind, w.request)
 		}
 	}
 }
@@ -67,8 +71,8 @@ func TestNewResolver_UnaryMethodsAreUnary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []string{sayHello, "/Root/Get_2"} {
-		if got := r.Method(m).Kind; got != Unary {
-			t.Errorf("Kind(%s) = %v, want unary", m, got)
+		if got := r.Method(m); got.Kind != Unary || got.Request != nil {
+			t.Errorf("Method(%s) = %v, request %q; want unary, no request: no descriptor was given", m, got.Kind, requestName(got))
 		}
 	}
 	if got := r.Method(chat).Kind; got != Unknown {
