@@ -35,12 +35,12 @@ func answerAsAsked() *testkit.Greeter {
 	}}
 }
 
-// step is one call of a parity case (name, with authorization auth and
-// header x-tenant tenant when not ""), or a purge of every answer
-// of SayHello.
+// step is one call of a parity case (name and request id, with
+// authorization auth and header x-tenant tenant when not ""), or a purge
+// of every answer of SayHello.
 type step struct {
-	name, auth, tenant string
-	purge              bool
+	name, id, auth, tenant string
+	purge                  bool
 }
 
 // calls returns n steps calling for name with authorization auth.
@@ -61,6 +61,7 @@ func calls(n int, name, auth string) []step {
 // outcome).
 func TestParity_TheSidecarAndTheInterceptorsDecideAlike(t *testing.T) {
 	const keep = "default:\n  collapse: true\n  cacheTTL: 1h\n"
+	const ignoreRequestID = "methods:\n  - name: " + sayHello + "\n    keyIgnoreFields: [request_id]\n"
 	tests := []struct {
 		name   string
 		policy string
@@ -83,6 +84,11 @@ func TestParity_TheSidecarAndTheInterceptorsDecideAlike(t *testing.T) {
 		{name: "cache-control ignored", policy: "default:\n  collapse: true\n  cacheTTL: 0s\n  cacheControl: ignore\n", steps: calls(3, "cc=max-age=3600", ""), runs: 3},
 		{name: "an error not kept", policy: keep, steps: calls(3, "missing", ""), runs: 3},
 		{name: "an error kept", policy: keep + "  cacheCodes: [NOT_FOUND]\n  cacheCodesTTL: 1h\n", steps: calls(3, "missing", ""), runs: 1},
+		{name: "a request field in the key", policy: keep, steps: []step{{name: "x", id: "1"}, {name: "x", id: "2"}}, runs: 2},
+		{name: "a request field left out of the key", policy: keep + ignoreRequestID,
+			steps: []step{{name: "x", id: "1"}, {name: "x", id: "2"}, {name: "y", id: "3"}}, runs: 2},
+		{name: "credentials stay in the key beside a field left out", policy: keep + ignoreRequestID,
+			steps: []step{{name: "x", id: "1", auth: "Bearer ann"}, {name: "x", id: "2", auth: "Bearer bob"}, {name: "x", id: "3", auth: "Bearer ann"}}, runs: 2},
 		{name: "purge", policy: keep, steps: []step{{name: "x"}, {name: "x"}, {purge: true}, {name: "x"}, {name: "x"}}, runs: 2},
 	}
 	for _, tt := range tests {
@@ -144,9 +150,12 @@ func runParity(t *testing.T, policy string, keys func(*Options), steps []step, a
 		}
 		callCtx := ctx
 		if s.tenant != "" {
-			callCtx = metadata.AppendToOutgoingContext(ctx, "x-tenant", s.tenant)
+			callCtx = metadata.AppendToOutgoingContext(callCtx, "x-tenant", s.tenant)
 		}
-		_ = sayHelloAs(callCtx, client, s.name, s.auth).err // an error is the case's answer
+		if s.auth != "" {
+			callCtx = metadata.AppendToOutgoingContext(callCtx, "authorization", s.auth)
+		}
+		_, _ = client.SayHello(callCtx, &hellov1.HelloRequest{Name: s.name, RequestId: s.id}) // an error is the case's answer
 	}
 	return g.Calls.SayHello.Load(), outcomes(t, reg)
 }

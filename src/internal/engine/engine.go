@@ -89,7 +89,7 @@ func New(o Options) (*Engine, error) {
 	if e.Kinds, err = methodkind.NewResolver(kinds); err != nil {
 		return nil, fmt.Errorf("method kinds: %w", err)
 	}
-	if e.Policy, err = policy.NewStore(o.Policy, o.PolicyFile, logger, e.Recorder); err != nil {
+	if e.Policy, err = policy.NewStore(o.Policy, o.PolicyFile, e.Kinds, logger, e.Recorder); err != nil {
 		return nil, err
 	}
 	e.Rules = policy.NewDecider(e.Policy, e.Kinds, logger)

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/collapser/collapser/src/internal/logonce"
 	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
 // Bounds of what a Decider remembers of the methods it explained: callers
@@ -36,6 +40,18 @@ type Decider struct {
 	kinds     Kinds
 	logger    *slog.Logger
 	explained *logonce.Set
+	// schemas holds each method's key schema (*keySchema), for the policy
+	// and descriptor it was built of. Only methods with a descriptor are
+	// in it: the backend's own, a bounded set.
+	schemas sync.Map
+}
+
+// keySchema is the key schema of a method's calls, and what it was built
+// of.
+type keySchema struct {
+	policy *Policy
+	desc   protoreflect.MessageDescriptor
+	schema *requestkey.Schema
 }
 
 // NewDecider returns a Decider over store and kinds; logger may be nil.
@@ -57,7 +73,33 @@ func (d *Decider) Rule(method string) Rule {
 	case r.Reason == ReasonUnannotated || r.Reason == ReasonUnknownKind:
 		d.explain(p, method, r)
 	}
+	if r.Action != Passthrough && m.Request != nil {
+		r.Schema = d.schema(p, method, m.Request, r.KeyIgnoreFields)
+	}
 	return r
+}
+
+// schema returns the key schema of method's calls under policy p, whose
+// request descriptor is desc, leaving ignore out. A field that desc does
+// not have (a descriptor reflection taught after the policy was checked)
+// is logged once, and the key then leaves no field out: calls that differ
+// in any field are never shared.
+func (d *Decider) schema(p *Policy, method string, desc protoreflect.MessageDescriptor, ignore []string) *requestkey.Schema {
+	if v, ok := d.schemas.Load(method); ok {
+		if k := v.(*keySchema); k.policy == p && k.desc == desc {
+			return k.schema
+		}
+	}
+	s, err := requestkey.NewSchema(desc, ignore)
+	if err != nil {
+		if d.first("keyIgnoreFields " + logonce.Short(method)) {
+			d.logger.Error("keyIgnoreFields names what the method's request does not have: its key leaves out no field",
+				"method", logonce.Short(method), "error", err)
+		}
+		s, _ = requestkey.NewSchema(desc, nil)
+	}
+	d.schemas.Store(method, &keySchema{policy: p, desc: desc, schema: s})
+	return s
 }
 
 // Rules returns the rule of every method known now: those the backend's

@@ -45,6 +45,9 @@ type ruleSpec struct {
 	WaitTimeout          scalar    `yaml:"waitTimeout"`
 	TTLJitter            scalar    `yaml:"ttlJitter"`
 	EarlyRefresh         scalar    `yaml:"earlyRefresh"`
+	// KeyIgnoreFields is set on a method's own entry only (checked by
+	// parseFile): field paths are a request message's.
+	KeyIgnoreFields *[]scalar `yaml:"keyIgnoreFields"`
 	// Invalidates is set on a method's own entry only (checked by parseFile).
 	Invalidates *invalidatesSpec `yaml:"invalidates"`
 }
@@ -98,6 +101,9 @@ func parseFile(name string, data []byte) (*fileSpec, error) {
 	if f.Default.Invalidates != nil {
 		errs = append(errs, errors.New("default: invalidates: only a method's own entry may name what its success invalidates"))
 	}
+	if f.Default.KeyIgnoreFields != nil {
+		errs = append(errs, errors.New("default: keyIgnoreFields: only a method's own entry may name fields of its request"))
+	}
 	seen := map[string]string{} // normalised name → the entry that named it
 	for i, m := range f.Methods {
 		where := fmt.Sprintf("methods[%d]", i)
@@ -112,6 +118,9 @@ func parseFile(name string, data []byte) (*fileSpec, error) {
 			seen[norm] = where
 		}
 		errs = append(errs, m.check(where)...)
+		if m.KeyIgnoreFields != nil && strings.HasSuffix(norm, "/*") {
+			errs = append(errs, fmt.Errorf("%s: keyIgnoreFields: only a method's own entry may name fields of its request, not a whole service's", at(m.Name, where)))
+		}
 		switch {
 		case m.Invalidates == nil:
 		case strings.HasSuffix(norm, "/*"):

@@ -29,6 +29,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,7 @@ import (
 	"github.com/collapser/collapser/src/internal/callstatus"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/methodkind"
+	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
 // Defaults of the default rule, for settings the operator does not give.
@@ -154,6 +157,14 @@ type Rule struct {
 	// nil when nothing. A method that invalidates always passes through.
 	// Shared by all calls: read only.
 	Invalidates *Invalidation
+	// KeyIgnoreFields are the request fields its key leaves out (field
+	// paths, from the method's own entry) when it is collapsed or replayed;
+	// nil for none. Shared by all calls of the rule: read only.
+	KeyIgnoreFields []string
+	// Schema builds the request part of its calls' keys from the request
+	// message, leaving KeyIgnoreFields out, when its descriptor is known
+	// (Decider sets it); nil keys the request's bytes as they came.
+	Schema *requestkey.Schema
 	// Kind is what is known of the method's call kind.
 	Kind methodkind.Kind
 	// Source names the policy entry that decided: "default",
@@ -232,6 +243,7 @@ type settings struct {
 	early              bool
 	stream             StreamMode
 	invalidates        *Invalidation
+	ignoreFields       []string
 	source             string
 	collapseFrom       string // where collapse was set, for errors: "default: collapse: true (line 3)"
 }
@@ -317,6 +329,14 @@ func (s settings) apply(r *ruleSpec, where string) (settings, []error) {
 	if r.Invalidates != nil {
 		inv, ierrs := r.Invalidates.compile(where)
 		s.invalidates, c.errs = inv, append(c.errs, ierrs...)
+	}
+	if r.KeyIgnoreFields != nil {
+		s.ignoreFields = nil
+		for _, f := range *r.KeyIgnoreFields {
+			if c.valid(f, "keyIgnoreFields", requestkey.ValidateFieldPath(f.value)) {
+				s.ignoreFields = append(s.ignoreFields, f.value)
+			}
+		}
 	}
 	return s, c.errs
 }
@@ -517,6 +537,26 @@ func (p *Policy) Methods() []string {
 	return names
 }
 
+// CheckFields checks every request field a method's entry leaves out of
+// its key against the method's request descriptor, where kinds knows it
+// now; an error names the entry and the field. A descriptor learned later
+// (from reflection) is checked when it is (Decider).
+func (p *Policy) CheckFields(kinds Kinds) error {
+	var errs []error
+	for _, method := range slices.Sorted(maps.Keys(p.exact)) {
+		l := p.exact[method]
+		if len(l.ignoreFields) == 0 {
+			continue
+		}
+		if desc := kinds.Method(method).Request; desc != nil {
+			if _, err := requestkey.NewSchema(desc, l.ignoreFields); err != nil {
+				errs = append(errs, fmt.Errorf("%s: keyIgnoreFields: %w", l.source, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // lookup returns the level that decides method.
 func (p *Policy) lookup(method string) *level {
 	if l, ok := p.exact[method]; ok {
@@ -541,6 +581,9 @@ func (p *Policy) rule(method string, m methodkind.Method) (r Rule, overruled boo
 	l := p.lookup(method)
 	r = l.rule(m)
 	if l.invalidates == nil {
+		if r.Action != Passthrough {
+			r.KeyIgnoreFields = l.ignoreFields
+		}
 		return r, false
 	}
 	overruled = r.Action != Passthrough

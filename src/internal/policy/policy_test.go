@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -224,6 +225,9 @@ func TestNew_ErrorsNameFileEntryAndField(t *testing.T) {
 		{"invalidates a malformed method", "methods:\n  - name: /a.B/Set\n    invalidates:\n      methods: [a.B.Get]\n", `line 4: methods[0] (/a.B/Set): invalidates.methods[0] "a.B.Get": want "/package.Service/Method"`},
 		{"invalidates with a bad responseTags", "methods:\n  - name: /a.B/Set\n    invalidates:\n      responseTags: yes\n", `line 4: methods[0] (/a.B/Set): invalidates.responseTags "yes": want true or false`},
 		{"invalidates nothing", "methods:\n  - name: /a.B/Set\n    invalidates:\n      methods: []\n", `methods[0] (/a.B/Set): invalidates: names nothing: list methods, or set responseTags: true`},
+		{"keyIgnoreFields on the default", "default:\n  keyIgnoreFields: [request_id]\n", `default: keyIgnoreFields: only a method's own entry may name fields of its request`},
+		{"keyIgnoreFields on a service", "methods:\n  - name: a.B/*\n    keyIgnoreFields: [request_id]\n", `line 2: methods[0] (a.B/*): keyIgnoreFields: only a method's own entry may name fields of its request, not a whole service's`},
+		{"keyIgnoreFields not a path", "methods:\n  - name: /a.B/C\n    keyIgnoreFields: [meta..time]\n", `line 3: methods[0] (/a.B/C): keyIgnoreFields "meta..time": field path "meta..time": "" is not a field name`},
 		{"unknown field of invalidates", "methods:\n  - name: /a.B/Set\n    invalidates:\n      tags: true\n", "field tags not found"},
 		{"missing name", "methods:\n  - cacheTTL: 1s\n", `methods[0]: name: missing: want "/package.Service/Method" or "package.Service/*"`},
 		{"malformed name", "methods:\n  - name: hello.Greeter.SayHello\n", `methods[0]: name: line 2: "hello.Greeter.SayHello": want "/package.Service/Method"`},
@@ -379,7 +383,7 @@ func TestPolicy_NoRouteCollapsesAWrite(t *testing.T) {
 			want := Rule{Action: Passthrough, Reason: ReasonPolicy, Kind: tt.m.Kind, Source: tt.source}
 			inv := r.Invalidates
 			r.Invalidates = nil
-			if r != want {
+			if !reflect.DeepEqual(r, want) {
 				t.Errorf("Rule = %+v, want %+v", r, want)
 			}
 			if inv == nil || !inv.ResponseTags {

@@ -26,6 +26,7 @@ type ReloadObserver interface {
 type Store struct {
 	defaults Defaults
 	path     string
+	kinds    Kinds // what a file's keyIgnoreFields are checked against; nil for nothing
 	logger   *slog.Logger
 	observer ReloadObserver
 	current  atomic.Pointer[Policy]
@@ -37,9 +38,11 @@ type Store struct {
 
 // NewStore compiles the policy of d and the file at path ("" for none) and
 // returns a Store holding it. A file that cannot be read or is invalid is an
-// error: a sidecar must not start on a policy it cannot apply.
-func NewStore(d Defaults, path string, logger *slog.Logger, observer ReloadObserver) (*Store, error) {
-	s := &Store{defaults: d, path: path, logger: logger, observer: observer}
+// error: a sidecar must not start on a policy it cannot apply. A file is
+// invalid, too, when it names a request field that a descriptor kinds
+// knows (nil: none) does not have.
+func NewStore(d Defaults, path string, kinds Kinds, logger *slog.Logger, observer ReloadObserver) (*Store, error) {
+	s := &Store{defaults: d, path: path, kinds: kinds, logger: logger, observer: observer}
 	var data []byte
 	if path != "" {
 		var err error
@@ -47,7 +50,7 @@ func NewStore(d Defaults, path string, logger *slog.Logger, observer ReloadObser
 			return nil, fmt.Errorf("policy: read policy file: %w", err)
 		}
 	}
-	p, err := New(d, path, data)
+	p, err := s.compile(data)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +94,7 @@ func (s *Store) reload() {
 	var p *Policy
 	if err == nil {
 		s.last = data
-		p, err = New(s.defaults, s.path, data)
+		p, err = s.compile(data)
 	} else {
 		err = fmt.Errorf("policy: read policy file: %w", err)
 	}
@@ -113,4 +116,17 @@ func (s *Store) reload() {
 		s.observer.ObservePolicyReload(true)
 	}
 	s.current.Store(p)
+}
+
+// compile is New for the store's defaults and file, whose content is data,
+// checked against what its kinds know now.
+func (s *Store) compile(data []byte) (*Policy, error) {
+	p, err := New(s.defaults, s.path, data)
+	if err != nil || s.kinds == nil {
+		return p, err
+	}
+	if err := p.CheckFields(s.kinds); err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", s.path, err)
+	}
+	return p, nil
 }

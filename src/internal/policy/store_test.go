@@ -6,12 +6,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 	"github.com/collapser/collapser/src/internal/logrecorder"
 	"github.com/collapser/collapser/src/internal/methodkind"
 	"github.com/collapser/collapser/src/internal/testkit"
@@ -82,7 +86,7 @@ func TestStore_ReloadsAValidFileAndKeepsThePolicyOnABadOne(t *testing.T) {
 	cm, path := newConfigMap(t, "default:\n  cacheTTL: 1s\n")
 	logs := &logrecorder.Recorder{}
 	var seen reloads
-	s, err := NewStore(defaults, path, slog.New(logs), &seen)
+	s, err := NewStore(defaults, path, nil, slog.New(logs), &seen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +119,7 @@ func TestStore_ReloadKeepsThePolicyWhenAWriteWouldBeCollapsed(t *testing.T) {
 	cm, path := newConfigMap(t, "default:\n  cacheTTL: 1s\nmethods:\n"+write)
 	logs := &logrecorder.Recorder{}
 	var seen reloads
-	s, err := NewStore(defaults, path, slog.New(logs), &seen)
+	s, err := NewStore(defaults, path, nil, slog.New(logs), &seen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +139,11 @@ func TestStore_ReloadKeepsThePolicyWhenAWriteWouldBeCollapsed(t *testing.T) {
 
 func TestNewStore_BadFileIsAStartupError(t *testing.T) {
 	_, path := newConfigMap(t, "default:\n  collapse: sometimes\n")
-	_, err := NewStore(defaults, path, slog.New(slog.DiscardHandler), nil)
+	_, err := NewStore(defaults, path, nil, slog.New(slog.DiscardHandler), nil)
 	if err == nil || !strings.Contains(err.Error(), "policy file "+path) || !strings.Contains(err.Error(), `collapse "sometimes"`) {
 		t.Errorf("err = %v", err)
 	}
-	_, err = NewStore(defaults, filepath.Join(t.TempDir(), "missing.yaml"), slog.New(slog.DiscardHandler), nil)
+	_, err = NewStore(defaults, filepath.Join(t.TempDir(), "missing.yaml"), nil, slog.New(slog.DiscardHandler), nil)
 	if err == nil || !strings.Contains(err.Error(), "read policy file") {
 		t.Errorf("missing file: err = %v", err)
 	}
@@ -158,7 +162,7 @@ func (k kinds) Methods() []string {
 }
 
 func TestDecider_ExplainsEachPassedThroughMethodOnce(t *testing.T) {
-	s, err := NewStore(defaults, "", nil, nil)
+	s, err := NewStore(defaults, "", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +195,7 @@ func TestDecider_ExplainsOnceAWriteItsDescriptorCallsIdempotent(t *testing.T) {
 		"  - {name: /a.B/Create, invalidates: {responseTags: true}}\n"+
 		"  - {name: /a.B/Watch, invalidates: {responseTags: true}}\n"+
 		"  - {name: /a.B/Off, collapse: false, invalidates: {responseTags: true}}\n")
-	s, err := NewStore(defaults, path, nil, nil)
+	s, err := NewStore(defaults, path, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +234,7 @@ func TestDecider_ExplainsOnceAWriteItsDescriptorCallsIdempotent(t *testing.T) {
 
 func TestDecider_HintNamesThePolicyFile(t *testing.T) {
 	_, path := newConfigMap(t, "methods: []\n")
-	s, err := NewStore(defaults, path, nil, nil)
+	s, err := NewStore(defaults, path, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +247,7 @@ func TestDecider_HintNamesThePolicyFile(t *testing.T) {
 }
 
 func TestDecider_BoundsWhatItRemembersAndShortensNames(t *testing.T) {
-	s, err := NewStore(defaults, "", nil, nil)
+	s, err := NewStore(defaults, "", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,12 +273,92 @@ func TestDecider_BoundsWhatItRemembersAndShortensNames(t *testing.T) {
 }
 
 func TestDecider_RulesCoverKnownAndNamedMethods(t *testing.T) {
-	s, err := NewStore(Defaults{Timeout: time.Second, CollapseMethods: []string{"/a.B/Listed"}}, "", nil, nil)
+	s, err := NewStore(Defaults{Timeout: time.Second, CollapseMethods: []string{"/a.B/Listed"}}, "", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rules := NewDecider(s, kinds{"/a.B/Get": noSideEffects}, nil).Rules()
 	if len(rules) != 2 || rules["/a.B/Get"].Action != Collapse || rules["/a.B/Listed"].Reason != ReasonUnknownKind {
 		t.Errorf("Rules() = %+v", rules)
+	}
+}
+
+// described is a SayHello whose request descriptor is known, as reflection
+// or a descriptor set tells it.
+var described = methodkind.Method{Kind: methodkind.Unary, Idempotency: methodkind.NoSideEffects,
+	Request: (&hellov1.HelloRequest{}).ProtoReflect().Descriptor()}
+
+const sayHello = "/hello.v1.Greeter/SayHello"
+
+func TestStore_AFieldTheRequestDoesNotHaveIsRefusedAtLoadAndReload(t *testing.T) {
+	const good = "methods:\n  - name: " + sayHello + "\n    keyIgnoreFields: [request_id, meta.client_time_unix_ms]\n"
+	const bad = "methods:\n  - name: " + sayHello + "\n    keyIgnoreFields: [request_id, meta.clock]\n"
+	known := kinds{sayHello: described}
+
+	_, path := newConfigMap(t, bad)
+	_, err := NewStore(defaults, path, known, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "methods[0] ("+sayHello+"): keyIgnoreFields: field path \"meta.clock\": hello.v1.RequestMeta has no field clock") {
+		t.Fatalf("a start on a field the request does not have: err = %v", err)
+	}
+	if _, err := NewStore(defaults, path, kinds{}, nil, nil); err != nil {
+		t.Fatalf("a start before the method's descriptor is known: %v", err)
+	}
+
+	cm, path := newConfigMap(t, good)
+	var seen reloads
+	s, err := NewStore(defaults, path, known, slog.New(slog.DiscardHandler), &seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStore(t, s)
+	cm.write(bad)
+	testkit.WaitFor(t, "the refused reload", func() bool { return seen.failed.Load() >= 1 })
+	if got := s.Policy().Rule(sayHello, described).KeyIgnoreFields; !slices.Equal(got, []string{"request_id", "meta.client_time_unix_ms"}) {
+		t.Errorf("fields left out after a refused file = %v, want the first file's", got)
+	}
+}
+
+func TestDecider_SchemaKeysLeaveOutOnlyFieldsTheRequestHas(t *testing.T) {
+	a := &hellov1.HelloRequest{Name: "ann", RequestId: "1", Meta: &hellov1.RequestMeta{ClientTimeUnixMs: 1, Client: "app"}}
+	b := &hellov1.HelloRequest{Name: "ann", RequestId: "2", Meta: &hellov1.RequestMeta{ClientTimeUnixMs: 2, Client: "app"}}
+	for _, tt := range []struct {
+		name, ignore string
+		shared       bool
+		logged       int
+	}{
+		{"fields it has", "[request_id, meta.client_time_unix_ms]", true, 0},
+		// Reflection told the descriptor after the policy was checked.
+		{"a field it does not have", "[request_id, meta.clock]", false, 1},
+		{"none", "[]", false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path := newConfigMap(t, "methods:\n  - name: "+sayHello+"\n    collapse: true\n    keyIgnoreFields: "+tt.ignore+"\n")
+			s, err := NewStore(defaults, path, kinds{}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &logrecorder.Recorder{}
+			d := NewDecider(s, kinds{sayHello: described}, slog.New(logs))
+			keyed := func(m *hellov1.HelloRequest) string {
+				payload, err := proto.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := d.Rule(sayHello)
+				if r.Schema == nil {
+					t.Fatal("no schema for a method whose request descriptor is known")
+				}
+				return string(r.Schema.Keyed("", payload))
+			}
+			if shared := keyed(a) == keyed(b); shared != tt.shared {
+				t.Errorf("requests that differ in request_id and client time share a key: %v, want %v", shared, tt.shared)
+			}
+			if n := logs.Count(slog.LevelError, "keyIgnoreFields names what", "method", sayHello); n != tt.logged {
+				t.Errorf("logged %d times, want %d", n, tt.logged)
+			}
+			if d.Rule(sayHello).Schema != d.Rule(sayHello).Schema {
+				t.Error("the schema is built again for each call")
+			}
+		})
 	}
 }

@@ -84,7 +84,7 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, error) {
 	sub := contentSubtype(md)
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
-		key: p.keyRule.Key(method, sub, payload, md), backend: backend}
+		key: p.keyOf(method, rule, sub, payload, md), backend: backend}
 	resp, outcome, _, err := p.share(ctx, &c, &p.callers)
 	p.logPanic(method, outcome, err)
 	if resp != nil {

@@ -238,7 +238,7 @@ func (p *Proxy) handOver(ss grpc.ServerStream, method string) error {
 	if rule.Action == policy.Replay {
 		route = o.streams
 	}
-	_, _, key, err := p.receiveKeyed(ss, method, incoming(ss.Context(), o), o, route)
+	_, _, key, err := p.receiveKeyed(ss, method, rule, incoming(ss.Context(), o), o, route)
 	switch {
 	case err != nil:
 		return err

@@ -50,6 +50,16 @@ var greeterKinds = kinds{
 	methodChat:          {Kind: methodkind.BidiStreaming},
 }
 
+// describedKinds is greeterKinds with SayHello's request descriptor, as
+// reflection teaches it: its keys are built from the parsed request.
+var describedKinds = func() kinds {
+	k := maps.Clone(greeterKinds)
+	m := k[methodSayHello]
+	m.Request = (&hellov1.HelloRequest{}).ProtoReflect().Descriptor()
+	k[methodSayHello] = m
+	return k
+}()
+
 // requestRecord and backendRecord are what the recorder was told.
 type requestRecord struct {
 	method, outcome string
@@ -217,7 +227,7 @@ func startProxy(t testing.TB, backendAddr string, cfg proxyConfig) *runningProxy
 			t.Fatal(err)
 		}
 	}
-	store, err := policy.NewStore(defaults, policyPath, nil, nil)
+	store, err := policy.NewStore(defaults, policyPath, nil, nil, nil)
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}

@@ -30,6 +30,8 @@ import (
 //	ProxiedMiss  client → proxy → backend for every call (no cache, unique payloads)
 //	ProxiedMissForwarded  client → proxy → owner's peer listener → backend
 //	ProxiedHit   client → proxy, answered from the result cache
+//	ProxiedMissSchema, ProxiedHitSchema  the same, the key built from the
+//	             parsed request (its descriptor known), not its bytes
 //	ProxiedJoin  parallel identical calls, no cache: as many as happen to
 //	             overlap share a backend call; joined/op reports how many.
 //
@@ -64,6 +66,13 @@ func directClient(b *testing.B, addr string) hellov1.GreeterClient {
 }
 
 func BenchmarkProxiedMiss(b *testing.B) { benchmarkMiss(b, proxyConfig{}, sequentialCalls) }
+
+// BenchmarkProxiedMissSchema is BenchmarkProxiedMiss with SayHello's
+// request descriptor known: each call's key is built from its parsed
+// request, not from its bytes.
+func BenchmarkProxiedMissSchema(b *testing.B) {
+	benchmarkMiss(b, proxyConfig{kinds: describedKinds}, sequentialCalls)
+}
 
 // BenchmarkProxiedMissTraced is BenchmarkProxiedMiss with every call traced
 // (startTracing): the cost of tracing a leader.
@@ -254,6 +263,11 @@ func parallelCalls(b *testing.B, c hellov1.GreeterClient, prefix string) {
 }
 
 func BenchmarkProxiedHit(b *testing.B) { benchmarkHit(b, proxyConfig{}) }
+
+// BenchmarkProxiedHitSchema is BenchmarkProxiedHit with SayHello's request
+// descriptor known: each call's key is built from its parsed request, not
+// from its bytes.
+func BenchmarkProxiedHitSchema(b *testing.B) { benchmarkHit(b, proxyConfig{kinds: describedKinds}) }
 
 // BenchmarkProxiedHitTraced is BenchmarkProxiedHit with every call traced
 // (startTracing): the cost of a hit's span, its outcome and its link.

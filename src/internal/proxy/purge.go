@@ -53,10 +53,11 @@ const (
 
 // PurgeRequest takes back the answer to one call: method with payload
 // (in the codec of content-subtype sub) and request metadata md, keyed as
-// the proxy keys a caller's call, credentials included.
+// the proxy keys a caller's call, credentials included (and the request's
+// fields its rule leaves out left out).
 func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD, how Purge) int {
 	p.tookPurge(how.Age)
-	key := p.keyRule.Key(method, sub, payload, md)
+	key := p.keyOf(method, p.rules.Rule(method), sub, payload, md)
 	n := 0
 	for _, o := range p.origins(how.Scope) {
 		if p.group.Purge(o.keyPrefix+key, how.Soft) {

@@ -41,7 +41,7 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin, backend grpc.ClientConnInterface) error {
 	ctx := ss.Context()
 	md := incoming(ctx, o)
-	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.streams)
+	payload, sub, key, err := p.receiveKeyed(ss, method, rule, md, o, o.streams)
 	if err != nil {
 		return err
 	}

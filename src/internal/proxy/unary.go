@@ -31,7 +31,7 @@ var (
 func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx, o)
-	payload, sub, key, err := p.receiveKeyed(ss, method, md, o, o.calls)
+	payload, sub, key, err := p.receiveKeyed(ss, method, rule, md, o, o.calls)
 	if err != nil {
 		return err
 	}
@@ -155,17 +155,25 @@ func shares(outcome collapse.Outcome) bool {
 }
 
 // receiveKeyed reads the call's one request message (receive) and returns
-// it with its codec subtype and its key, which starts with o's prefix. A
-// request that cannot be read is counted on route, as an error.
-func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, md metadata.MD, o *origin, route Route) (payload []byte, sub, key string, err error) {
+// it with its codec subtype and its key under rule, which starts with o's
+// prefix. A request that cannot be read is counted on route, as an error.
+func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, rule policy.Rule, md metadata.MD, o *origin, route Route) (payload []byte, sub, key string, err error) {
 	payload, err = p.receive(ss.Context(), ss)
 	if err != nil {
 		p.report(ss.Context(), route, method, OutcomeError, callerCode(ss.Context(), err), producer{})
 		return nil, "", "", err
 	}
 	sub = contentSubtype(md)
-	key = o.keyPrefix + p.keyRule.Key(method, sub, payload, md)
+	key = o.keyPrefix + p.keyOf(method, rule, sub, payload, md)
 	return payload, sub, key, nil
+}
+
+// keyOf returns the key of a call of method under rule, with payload in
+// the codec of content-subtype sub and metadata md: the request's fields
+// as its rule's schema encodes them (or its bytes, without one), and the
+// headers the proxy's key rule keeps, credentials always.
+func (p *Proxy) keyOf(method string, rule policy.Rule, sub string, payload []byte, md metadata.MD) string {
+	return p.keyRule.Key(method, sub, rule.Schema.Keyed(sub, payload), md)
 }
 
 // receive reads the call's one request message, and checks that no second

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,6 +93,7 @@ type steady struct {
 	latency, ttl, swr, duration time.Duration
 	calls                       int64
 	edit                        func(*config.Settings) // more settings, or nil
+	requestIDs                  bool                   // every request carries a request_id of its own
 }
 
 // steadyResult is what a run measured: requests served, the backend's own
@@ -126,11 +128,16 @@ func sustained(t testing.TB, r steady) steadyResult {
 	var wg sync.WaitGroup
 	start := time.Now()
 	more := func() bool { return ctx.Err() == nil && (r.calls == 0 || backend.Calls.SayHello.Load() < r.calls) }
+	var sent atomic.Int64
 	for w := range r.workers {
 		wg.Go(func() {
 			for more() {
+				req := &hellov1.HelloRequest{Name: "steady"}
+				if r.requestIDs {
+					req.RequestId = strconv.FormatInt(sent.Add(1), 10)
+				}
 				sent := time.Now()
-				_, err := client.SayHello(ctx, &hellov1.HelloRequest{Name: "steady"})
+				_, err := client.SayHello(ctx, req)
 				// The sidecar learns the run's deadline from grpc-timeout and
 				// may report it a hair before the client's own timer fires.
 				atEnd := status.Code(err) == codes.DeadlineExceeded && time.Until(end) < 100*time.Millisecond
@@ -234,6 +241,33 @@ func BenchmarkLoadStaleWhileRevalidate(b *testing.B) {
 			b.ReportMetric(float64(r.p50.Microseconds())/1000, run.name+"-p50-ms")
 			b.ReportMetric(float64(r.p99.Microseconds())/1000, run.name+"-p99-ms")
 			b.ReportMetric(float64(r.calls), run.name+"-backend-calls")
+		}
+	}
+}
+
+// BenchmarkLoadRequestIDs runs the same steady load three times, one after
+// the other: requests without a request_id, requests that each carry one
+// of their own and a policy whose key leaves it out, and the same requests
+// with a policy that does not. It reports each run's collapse ratio, and
+// the second's as a share of the first's. Run it once: make load.
+func BenchmarkLoadRequestIDs(b *testing.B) {
+	const latency, ttl, duration = 50 * time.Millisecond, 100 * time.Millisecond, 5 * time.Second
+	for b.Loop() {
+		var base float64
+		for _, run := range []struct {
+			name       string
+			requestIDs bool
+			ignore     []string
+		}{{"no-id", false, nil}, {"id-ignored", true, []string{"request_id"}}, {"id-in-key", true, nil}} {
+			r := sustained(b, steady{workers: 100, latency: latency, ttl: ttl, duration: duration, requestIDs: run.requestIDs,
+				edit: func(c *config.Settings) { expiring(c); c.PolicyFile = schemaPolicy(b, ttl, run.ignore...) }})
+			ratio := 1 - float64(r.calls)/float64(r.requests)
+			if run.name == "no-id" {
+				base = ratio
+			}
+			b.ReportMetric(ratio, run.name+"-collapse-ratio")
+			b.ReportMetric(float64(r.calls), run.name+"-backend-calls")
+			b.ReportMetric(100*ratio/base, run.name+"-%of-no-id")
 		}
 	}
 }

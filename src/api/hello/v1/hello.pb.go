@@ -149,7 +149,15 @@ type HelloRequest struct {
 	IntervalMs int32 `protobuf:"varint,3,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
 	// fail_after, when positive, makes StreamHellos end with ABORTED after
 	// sending that many replies: a backend failing mid-stream.
-	FailAfter     int32 `protobuf:"varint,4,opt,name=fail_after,json=failAfter,proto3" json:"fail_after,omitempty"`
+	FailAfter int32 `protobuf:"varint,4,opt,name=fail_after,json=failAfter,proto3" json:"fail_after,omitempty"`
+	// request_id names this one request, as many clients do: a value no two
+	// requests share, which a policy's keyIgnoreFields leaves out of the key.
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// labels are free key-value pairs: a map, whose entries a client's
+	// encoder may write in any order.
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// meta says where and when the request was made.
+	Meta          *RequestMeta `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +220,82 @@ func (x *HelloRequest) GetFailAfter() int32 {
 	return 0
 }
 
+func (x *HelloRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *HelloRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *HelloRequest) GetMeta() *RequestMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// RequestMeta is what a client says of its own request.
+type RequestMeta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// client_time_unix_ms is the client's clock when it sent the request.
+	ClientTimeUnixMs int64 `protobuf:"varint,1,opt,name=client_time_unix_ms,json=clientTimeUnixMs,proto3" json:"client_time_unix_ms,omitempty"`
+	// client is who sent it.
+	Client        string `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestMeta) Reset() {
+	*x = RequestMeta{}
+	mi := &file_hello_v1_hello_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestMeta) ProtoMessage() {}
+
+func (x *RequestMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_hello_v1_hello_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestMeta.ProtoReflect.Descriptor instead.
+func (*RequestMeta) Descriptor() ([]byte, []int) {
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RequestMeta) GetClientTimeUnixMs() int64 {
+	if x != nil {
+		return x.ClientTimeUnixMs
+	}
+	return 0
+}
+
+func (x *RequestMeta) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
 // HelloReply carries a greeting and the facts a test needs to tell replies apart.
 type HelloReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -229,7 +313,7 @@ type HelloReply struct {
 
 func (x *HelloReply) Reset() {
 	*x = HelloReply{}
-	mi := &file_hello_v1_hello_proto_msgTypes[3]
+	mi := &file_hello_v1_hello_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -241,7 +325,7 @@ func (x *HelloReply) String() string {
 func (*HelloReply) ProtoMessage() {}
 
 func (x *HelloReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[3]
+	mi := &file_hello_v1_hello_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -254,7 +338,7 @@ func (x *HelloReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloReply.ProtoReflect.Descriptor instead.
 func (*HelloReply) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{3}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HelloReply) GetMessage() string {
@@ -287,7 +371,7 @@ type GetCountsRequest struct {
 
 func (x *GetCountsRequest) Reset() {
 	*x = GetCountsRequest{}
-	mi := &file_hello_v1_hello_proto_msgTypes[4]
+	mi := &file_hello_v1_hello_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +383,7 @@ func (x *GetCountsRequest) String() string {
 func (*GetCountsRequest) ProtoMessage() {}
 
 func (x *GetCountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[4]
+	mi := &file_hello_v1_hello_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +396,7 @@ func (x *GetCountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCountsRequest.ProtoReflect.Descriptor instead.
 func (*GetCountsRequest) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{4}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{5}
 }
 
 // GetCountsReply holds the counts.
@@ -328,7 +412,7 @@ type GetCountsReply struct {
 
 func (x *GetCountsReply) Reset() {
 	*x = GetCountsReply{}
-	mi := &file_hello_v1_hello_proto_msgTypes[5]
+	mi := &file_hello_v1_hello_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +424,7 @@ func (x *GetCountsReply) String() string {
 func (*GetCountsReply) ProtoMessage() {}
 
 func (x *GetCountsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hello_v1_hello_proto_msgTypes[5]
+	mi := &file_hello_v1_hello_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +437,7 @@ func (x *GetCountsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCountsReply.ProtoReflect.Descriptor instead.
 func (*GetCountsReply) Descriptor() ([]byte, []int) {
-	return file_hello_v1_hello_proto_rawDescGZIP(), []int{5}
+	return file_hello_v1_hello_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetCountsReply) GetTotal() int64 {
@@ -380,14 +464,24 @@ const file_hello_v1_hello_proto_rawDesc = "" +
 	"\bGreeting\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x03R\aversion\"x\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\"\xb9\x02\n" +
 	"\fHelloRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x1f\n" +
 	"\vinterval_ms\x18\x03 \x01(\x05R\n" +
 	"intervalMs\x12\x1d\n" +
 	"\n" +
-	"fail_after\x18\x04 \x01(\x05R\tfailAfter\"R\n" +
+	"fail_after\x18\x04 \x01(\x05R\tfailAfter\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12:\n" +
+	"\x06labels\x18\x06 \x03(\v2\".hello.v1.HelloRequest.LabelsEntryR\x06labels\x12)\n" +
+	"\x04meta\x18\a \x01(\v2\x15.hello.v1.RequestMetaR\x04meta\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
+	"\vRequestMeta\x12-\n" +
+	"\x13client_time_unix_ms\x18\x01 \x01(\x03R\x10clientTimeUnixMs\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"R\n" +
 	"\n" +
 	"HelloReply\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x16\n" +
@@ -422,37 +516,41 @@ func file_hello_v1_hello_proto_rawDescGZIP() []byte {
 	return file_hello_v1_hello_proto_rawDescData
 }
 
-var file_hello_v1_hello_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_hello_v1_hello_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_hello_v1_hello_proto_goTypes = []any{
 	(*GetGreetingRequest)(nil), // 0: hello.v1.GetGreetingRequest
 	(*Greeting)(nil),           // 1: hello.v1.Greeting
 	(*HelloRequest)(nil),       // 2: hello.v1.HelloRequest
-	(*HelloReply)(nil),         // 3: hello.v1.HelloReply
-	(*GetCountsRequest)(nil),   // 4: hello.v1.GetCountsRequest
-	(*GetCountsReply)(nil),     // 5: hello.v1.GetCountsReply
-	nil,                        // 6: hello.v1.GetCountsReply.ByMethodEntry
+	(*RequestMeta)(nil),        // 3: hello.v1.RequestMeta
+	(*HelloReply)(nil),         // 4: hello.v1.HelloReply
+	(*GetCountsRequest)(nil),   // 5: hello.v1.GetCountsRequest
+	(*GetCountsReply)(nil),     // 6: hello.v1.GetCountsReply
+	nil,                        // 7: hello.v1.HelloRequest.LabelsEntry
+	nil,                        // 8: hello.v1.GetCountsReply.ByMethodEntry
 }
 var file_hello_v1_hello_proto_depIdxs = []int32{
-	6, // 0: hello.v1.GetCountsReply.by_method:type_name -> hello.v1.GetCountsReply.ByMethodEntry
-	2, // 1: hello.v1.Greeter.SayHello:input_type -> hello.v1.HelloRequest
-	2, // 2: hello.v1.Greeter.StreamHellos:input_type -> hello.v1.HelloRequest
-	2, // 3: hello.v1.Greeter.CollectHellos:input_type -> hello.v1.HelloRequest
-	2, // 4: hello.v1.Greeter.Chat:input_type -> hello.v1.HelloRequest
-	0, // 5: hello.v1.Greeter.GetGreeting:input_type -> hello.v1.GetGreetingRequest
-	1, // 6: hello.v1.Greeter.SetGreeting:input_type -> hello.v1.Greeting
-	4, // 7: hello.v1.Stats.GetCounts:input_type -> hello.v1.GetCountsRequest
-	3, // 8: hello.v1.Greeter.SayHello:output_type -> hello.v1.HelloReply
-	3, // 9: hello.v1.Greeter.StreamHellos:output_type -> hello.v1.HelloReply
-	3, // 10: hello.v1.Greeter.CollectHellos:output_type -> hello.v1.HelloReply
-	3, // 11: hello.v1.Greeter.Chat:output_type -> hello.v1.HelloReply
-	1, // 12: hello.v1.Greeter.GetGreeting:output_type -> hello.v1.Greeting
-	1, // 13: hello.v1.Greeter.SetGreeting:output_type -> hello.v1.Greeting
-	5, // 14: hello.v1.Stats.GetCounts:output_type -> hello.v1.GetCountsReply
-	8, // [8:15] is the sub-list for method output_type
-	1, // [1:8] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	7,  // 0: hello.v1.HelloRequest.labels:type_name -> hello.v1.HelloRequest.LabelsEntry
+	3,  // 1: hello.v1.HelloRequest.meta:type_name -> hello.v1.RequestMeta
+	8,  // 2: hello.v1.GetCountsReply.by_method:type_name -> hello.v1.GetCountsReply.ByMethodEntry
+	2,  // 3: hello.v1.Greeter.SayHello:input_type -> hello.v1.HelloRequest
+	2,  // 4: hello.v1.Greeter.StreamHellos:input_type -> hello.v1.HelloRequest
+	2,  // 5: hello.v1.Greeter.CollectHellos:input_type -> hello.v1.HelloRequest
+	2,  // 6: hello.v1.Greeter.Chat:input_type -> hello.v1.HelloRequest
+	0,  // 7: hello.v1.Greeter.GetGreeting:input_type -> hello.v1.GetGreetingRequest
+	1,  // 8: hello.v1.Greeter.SetGreeting:input_type -> hello.v1.Greeting
+	5,  // 9: hello.v1.Stats.GetCounts:input_type -> hello.v1.GetCountsRequest
+	4,  // 10: hello.v1.Greeter.SayHello:output_type -> hello.v1.HelloReply
+	4,  // 11: hello.v1.Greeter.StreamHellos:output_type -> hello.v1.HelloReply
+	4,  // 12: hello.v1.Greeter.CollectHellos:output_type -> hello.v1.HelloReply
+	4,  // 13: hello.v1.Greeter.Chat:output_type -> hello.v1.HelloReply
+	1,  // 14: hello.v1.Greeter.GetGreeting:output_type -> hello.v1.Greeting
+	1,  // 15: hello.v1.Greeter.SetGreeting:output_type -> hello.v1.Greeting
+	6,  // 16: hello.v1.Stats.GetCounts:output_type -> hello.v1.GetCountsReply
+	10, // [10:17] is the sub-list for method output_type
+	3,  // [3:10] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_hello_v1_hello_proto_init() }
@@ -466,7 +564,7 @@ func file_hello_v1_hello_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hello_v1_hello_proto_rawDesc), len(file_hello_v1_hello_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,0 +1,153 @@
+package requestkey
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// Schema builds the request part of a key from the request message parsed
+// with its descriptor, not from the bytes a client happened to send:
+// serialized protobuf is not canonical (a map in another order, a field
+// written twice, the same message from another language's encoder), so
+// equal messages may arrive as different bytes. A Schema's encoding is
+// deterministic: fields in the order the descriptor declares them, map
+// entries in key order, unknown fields kept as the bytes they were (in the
+// order they came). Equal messages give equal bytes.
+//
+// It leaves the fields its paths name out: a request_id or a client's clock
+// that makes every request unique does not keep identical requests apart.
+// Those fields still reach the backend, as the leader of a call sent them;
+// a follower's values of them never do.
+//
+// A Schema is immutable and safe for concurrent use.
+type Schema struct {
+	desc   protoreflect.MessageDescriptor
+	ignore []fieldPath
+}
+
+// fieldPath is one path of fields left out of the key: every field but the
+// last is a singular message field, the last is any field.
+type fieldPath []protoreflect.FieldDescriptor
+
+// NewSchema returns the Schema of requests of desc that leaves out the
+// fields ignore names. A path is field names (as the .proto spells them)
+// joined by dots, "request_id" or "meta.client_time"; every name but the
+// last is a singular message field. A path that desc does not have is an
+// error naming it.
+func NewSchema(desc protoreflect.MessageDescriptor, ignore []string) (*Schema, error) {
+	if desc == nil || desc.IsPlaceholder() {
+		return nil, errors.New("requestkey: no descriptor of the request message")
+	}
+	s := &Schema{desc: desc}
+	var errs []error
+	for _, p := range ignore {
+		path, err := resolvePath(desc, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.ignore = append(s.ignore, path)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ValidateFieldPath checks the syntax of a field path as NewSchema takes
+// it, for a policy read before any descriptor is known.
+func ValidateFieldPath(path string) error {
+	if path == "" {
+		return errors.New("empty field path")
+	}
+	for name := range strings.SplitSeq(path, ".") {
+		if !protoreflect.Name(name).IsValid() {
+			return fmt.Errorf("field path %q: %q is not a field name", path, name)
+		}
+	}
+	return nil
+}
+
+// resolvePath finds the fields of path in desc.
+func resolvePath(desc protoreflect.MessageDescriptor, path string) (fieldPath, error) {
+	if err := ValidateFieldPath(path); err != nil {
+		return nil, err
+	}
+	names := strings.Split(path, ".")
+	fields := make(fieldPath, 0, len(names))
+	m := desc
+	for i, name := range names {
+		fd := m.Fields().ByName(protoreflect.Name(name))
+		if fd == nil {
+			return nil, fmt.Errorf("field path %q: %s has no field %s", path, m.FullName(), name)
+		}
+		fields = append(fields, fd)
+		if i == len(names)-1 {
+			break
+		}
+		if fd.Message() == nil || fd.IsList() || fd.IsMap() {
+			return nil, fmt.Errorf("field path %q: %s.%s is not a singular message field: a path goes on only through one", path, m.FullName(), name)
+		}
+		m = fd.Message()
+	}
+	return fields, nil
+}
+
+// Message returns the full name of the request message s encodes.
+func (s *Schema) Message() protoreflect.FullName { return s.desc.FullName() }
+
+// Canonical returns the key's encoding of the request payload, the wire
+// bytes of a message of s's type. A payload that is not one is an error:
+// its own bytes are then its key, and no message's encoding equals them.
+func (s *Schema) Canonical(payload []byte) ([]byte, error) {
+	m := dynamicpb.NewMessage(s.desc)
+	if err := proto.Unmarshal(payload, m); err != nil {
+		return nil, fmt.Errorf("requestkey: the request is no %s: %w", s.desc.FullName(), err)
+	}
+	return s.encode(m)
+}
+
+// encode leaves s's ignored fields out of m, its own message, and encodes
+// what is left deterministically.
+func (s *Schema) encode(m protoreflect.Message) ([]byte, error) {
+	for _, path := range s.ignore {
+		clearPath(m, path)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m.Interface())
+	if err != nil {
+		return nil, fmt.Errorf("requestkey: encode the request: %w", err)
+	}
+	return b, nil
+}
+
+// clearPath clears the last field of path in m, if the messages on its way
+// are there.
+func clearPath(m protoreflect.Message, path fieldPath) {
+	for _, fd := range path[:len(path)-1] {
+		if !m.Has(fd) {
+			return
+		}
+		m = m.Mutable(fd).Message()
+	}
+	m.Clear(path[len(path)-1])
+}
+
+// Keyed returns the bytes of a request payload, in the codec of
+// content-subtype subtype, that its key holds: its canonical encoding when
+// s is not nil, the codec is protobuf and the payload is a message of s's
+// type; the payload itself otherwise.
+func (s *Schema) Keyed(subtype string, payload []byte) []byte {
+	if s == nil || (subtype != "" && subtype != protoSubtype) {
+		return payload
+	}
+	b, err := s.Canonical(payload)
+	if err != nil {
+		return payload // the backend answers what it makes of it
+	}
+	return b
+}
