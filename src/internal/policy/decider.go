@@ -83,7 +83,8 @@ func (d *Decider) Rule(method string) Rule {
 // request descriptor is desc, leaving ignore out. A field that desc does
 // not have (a descriptor reflection taught after the policy was checked)
 // is logged once, and the key then leaves no field out: calls that differ
-// in any field are never shared.
+// in any field are never shared. A request type a Schema cannot read (one
+// with groups) has none: its calls are keyed by their bytes.
 func (d *Decider) schema(p *Policy, method string, desc protoreflect.MessageDescriptor, ignore []string) *requestkey.Schema {
 	if v, ok := d.schemas.Load(method); ok {
 		if k := v.(*keySchema); k.policy == p && k.desc == desc {
@@ -91,12 +92,12 @@ func (d *Decider) schema(p *Policy, method string, desc protoreflect.MessageDesc
 		}
 	}
 	s, err := requestkey.NewSchema(desc, ignore)
-	if err != nil {
+	if err != nil && len(ignore) > 0 {
 		if d.first("keyIgnoreFields " + logonce.Short(method)) {
-			d.logger.Error("keyIgnoreFields names what the method's request does not have: its key leaves out no field",
+			d.logger.Error("keyIgnoreFields cannot be applied to the method's request: its key leaves out no field",
 				"method", logonce.Short(method), "error", err)
 		}
-		s, _ = requestkey.NewSchema(desc, nil)
+		s, _ = requestkey.NewSchema(desc, nil) // nil too for a request it cannot read: keyed by its bytes
 	}
 	d.schemas.Store(method, &keySchema{policy: p, desc: desc, schema: s})
 	return s

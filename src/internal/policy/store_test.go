@@ -348,12 +348,12 @@ func TestDecider_SchemaKeysLeaveOutOnlyFieldsTheRequestHas(t *testing.T) {
 				if r.Schema == nil {
 					t.Fatal("no schema for a method whose request descriptor is known")
 				}
-				return string(r.Schema.Keyed("", payload))
+				return string(r.Schema.AppendKeyed(nil, "", payload))
 			}
 			if shared := keyed(a) == keyed(b); shared != tt.shared {
 				t.Errorf("requests that differ in request_id and client time share a key: %v, want %v", shared, tt.shared)
 			}
-			if n := logs.Count(slog.LevelError, "keyIgnoreFields names what", "method", sayHello); n != tt.logged {
+			if n := logs.Count(slog.LevelError, "keyIgnoreFields cannot be applied", "method", sayHello); n != tt.logged {
 				t.Errorf("logged %d times, want %d", n, tt.logged)
 			}
 			if d.Rule(sayHello).Schema != d.Rule(sayHello).Schema {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -173,8 +174,24 @@ func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, rule policy.Ru
 // as its rule's schema encodes them (or its bytes, without one), and the
 // headers the proxy's key rule keeps, credentials always.
 func (p *Proxy) keyOf(method string, rule policy.Rule, sub string, payload []byte, md metadata.MD) string {
-	return p.keyRule.Key(method, sub, rule.Schema.Keyed(sub, payload), md)
+	if rule.Schema == nil {
+		return p.keyRule.Key(method, sub, payload, md)
+	}
+	buf := keyBuffers.Get().(*[]byte)
+	*buf = rule.Schema.AppendKeyed((*buf)[:0], sub, payload)
+	key := p.keyRule.Key(method, sub, *buf, md) // its own copy
+	if cap(*buf) <= maxKeyBuffer {
+		keyBuffers.Put(buf)
+	}
+	return key
 }
+
+// keyBuffers hold the request bytes of keys being built (*[]byte); a
+// buffer longer than maxKeyBuffer, which a large request grew, is left to
+// the collector rather than kept.
+var keyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxKeyBuffer = 64 << 10
 
 // receive reads the call's one request message, and checks that no second
 // one follows, as grpc-go does for a unary method. It waits at most the

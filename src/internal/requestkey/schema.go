@@ -5,19 +5,21 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-// Schema builds the request part of a key from the request message parsed
+// Schema builds the request part of a key from the request message read
 // with its descriptor, not from the bytes a client happened to send:
 // serialized protobuf is not canonical (a map in another order, a field
 // written twice, the same message from another language's encoder), so
 // equal messages may arrive as different bytes. A Schema's encoding is
-// deterministic: fields in the order the descriptor declares them, map
-// entries in key order, unknown fields kept as the bytes they were (in the
-// order they came). Equal messages give equal bytes.
+// deterministic: known fields in number order, each value in its shortest
+// form, repeated scalars packed, map entries in key order, and the unknown
+// fields last, as the bytes they came in (in the order they came). Equal
+// messages give equal bytes, and the bytes parse to the message (less the
+// fields left out): equal keys mean equal messages. The encoding is read
+// and written on the wire (canonical.go), without building a message.
+// A message type with groups has no Schema.
 //
 // It leaves the fields its paths name out: a request_id or a client's clock
 // that makes every request unique does not keep identical requests apart.
@@ -26,8 +28,8 @@ import (
 //
 // A Schema is immutable and safe for concurrent use.
 type Schema struct {
-	desc   protoreflect.MessageDescriptor
-	ignore []fieldPath
+	desc protoreflect.MessageDescriptor
+	plan *plan
 }
 
 // fieldPath is one path of fields left out of the key: every field but the
@@ -43,7 +45,7 @@ func NewSchema(desc protoreflect.MessageDescriptor, ignore []string) (*Schema, e
 	if desc == nil || desc.IsPlaceholder() {
 		return nil, errors.New("requestkey: no descriptor of the request message")
 	}
-	s := &Schema{desc: desc}
+	var paths []fieldPath
 	var errs []error
 	for _, p := range ignore {
 		path, err := resolvePath(desc, p)
@@ -51,12 +53,17 @@ func NewSchema(desc protoreflect.MessageDescriptor, ignore []string) (*Schema, e
 			errs = append(errs, err)
 			continue
 		}
-		s.ignore = append(s.ignore, path)
+		paths = append(paths, path)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return s, nil
+	pl := planner{byType: map[protoreflect.FullName]*plan{}}
+	p, err := pl.build(desc, paths)
+	if err != nil {
+		return nil, fmt.Errorf("requestkey: %w", err)
+	}
+	return &Schema{desc: desc, plan: p}, nil
 }
 
 // ValidateFieldPath checks the syntax of a field path as NewSchema takes
@@ -101,53 +108,28 @@ func resolvePath(desc protoreflect.MessageDescriptor, path string) (fieldPath, e
 // Message returns the full name of the request message s encodes.
 func (s *Schema) Message() protoreflect.FullName { return s.desc.FullName() }
 
-// Canonical returns the key's encoding of the request payload, the wire
-// bytes of a message of s's type. A payload that is not one is an error:
-// its own bytes are then its key, and no message's encoding equals them.
-func (s *Schema) Canonical(payload []byte) ([]byte, error) {
-	m := dynamicpb.NewMessage(s.desc)
-	if err := proto.Unmarshal(payload, m); err != nil {
-		return nil, fmt.Errorf("requestkey: the request is no %s: %w", s.desc.FullName(), err)
-	}
-	return s.encode(m)
-}
-
-// encode leaves s's ignored fields out of m, its own message, and encodes
-// what is left deterministically.
-func (s *Schema) encode(m protoreflect.Message) ([]byte, error) {
-	for _, path := range s.ignore {
-		clearPath(m, path)
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m.Interface())
-	if err != nil {
-		return nil, fmt.Errorf("requestkey: encode the request: %w", err)
-	}
-	return b, nil
-}
-
-// clearPath clears the last field of path in m, if the messages on its way
-// are there.
-func clearPath(m protoreflect.Message, path fieldPath) {
-	for _, fd := range path[:len(path)-1] {
-		if !m.Has(fd) {
-			return
-		}
-		m = m.Mutable(fd).Message()
-	}
-	m.Clear(path[len(path)-1])
-}
-
-// Keyed returns the bytes of a request payload, in the codec of
-// content-subtype subtype, that its key holds: its canonical encoding when
-// s is not nil, the codec is protobuf and the payload is a message of s's
-// type; the payload itself otherwise.
-func (s *Schema) Keyed(subtype string, payload []byte) []byte {
+// AppendKeyed appends to dst the bytes of a request payload, in the codec
+// of content-subtype subtype, that its key holds: its canonical encoding
+// when s is not nil, the codec is protobuf and the payload is a message of
+// s's type; the payload itself otherwise (no message's encoding equals a
+// payload that is no message, and the backend answers what it makes of it).
+func (s *Schema) AppendKeyed(dst []byte, subtype string, payload []byte) []byte {
 	if s == nil || (subtype != "" && subtype != protoSubtype) {
-		return payload
+		return append(dst, payload...)
 	}
-	b, err := s.Canonical(payload)
+	b, err := s.canonical(dst, payload)
 	if err != nil {
-		return payload // the backend answers what it makes of it
+		return append(dst, payload...)
 	}
 	return b
+}
+
+// canonical appends the canonical encoding of payload, a message of s's
+// type, to dst.
+func (s *Schema) canonical(dst, payload []byte) ([]byte, error) {
+	b, err := s.plan.appendMessage(dst, payload, 0)
+	if err != nil {
+		return nil, fmt.Errorf("requestkey: the request is no %s: %w", s.desc.FullName(), err)
+	}
+	return b, nil
 }

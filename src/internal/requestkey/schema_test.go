@@ -5,8 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 )
@@ -68,7 +74,7 @@ func TestSchema_EqualMessagesGiveEqualKeys(t *testing.T) {
 			if bytes.Equal(tc.a, tc.b) {
 				t.Fatal("the two encodings are the same bytes: the case tests nothing")
 			}
-			if ka, kb := canonical(t, s, tc.a), canonical(t, s, tc.b); !bytes.Equal(ka, kb) {
+			if ka, kb := mustCanonical(t, s, tc.a), mustCanonical(t, s, tc.b); !bytes.Equal(ka, kb) {
 				t.Errorf("keys differ:\n%x\n%x", ka, kb)
 			}
 		})
@@ -91,7 +97,7 @@ func TestSchema_LeavesOutTheFieldsItIgnoresAndNoOthers(t *testing.T) {
 		{"an unknown field", protowire.AppendVarint(protowire.AppendTag(base, 99, protowire.VarintType), 1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := bytes.Equal(canonical(t, s, base), canonical(t, s, tc.other))
+			got := bytes.Equal(mustCanonical(t, s, base), mustCanonical(t, s, tc.other))
 			if got != tc.equal {
 				t.Errorf("equal keys = %v, want %v", got, tc.equal)
 			}
@@ -101,8 +107,8 @@ func TestSchema_LeavesOutTheFieldsItIgnoresAndNoOthers(t *testing.T) {
 
 func TestSchema_IgnoresNothingUnlessTold(t *testing.T) {
 	s := helloSchema(t)
-	a := canonical(t, s, wire(nil).str(1, "ann").str(5, "r-1"))
-	b := canonical(t, s, wire(nil).str(1, "ann").str(5, "r-2"))
+	a := mustCanonical(t, s, wire(nil).str(1, "ann").str(5, "r-1"))
+	b := mustCanonical(t, s, wire(nil).str(1, "ann").str(5, "r-2"))
 	if bytes.Equal(a, b) {
 		t.Error("requests with different request_ids have one key, though no field is ignored")
 	}
@@ -132,53 +138,171 @@ func TestNewSchema_NamesAPathItCannotFollow(t *testing.T) {
 }
 
 func TestSchema_APayloadThatIsNoMessageIsAnError(t *testing.T) {
-	if _, err := helloSchema(t).Canonical([]byte{0x0a, 0x05, 'a'}); err == nil {
+	if _, err := helloSchema(t).canonical(nil, []byte{0x0a, 0x05, 'a'}); err == nil {
 		t.Fatal("Canonical of a truncated field: no error")
 	}
 }
 
-// canonical is s.Canonical(payload), which must succeed.
-func canonical(t testing.TB, s *Schema, payload []byte) []byte {
+// canonical is s.canonical(nil, payload), which must succeed.
+func mustCanonical(t testing.TB, s *Schema, payload []byte) []byte {
 	t.Helper()
-	b, err := s.Canonical(payload)
+	b, err := s.canonical(nil, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-// FuzzSchemaCanonical checks, for any payload that is a HelloRequest, that
-// its key's encoding is the same message without its ignored fields, and
-// a fixed point: encoding it again changes nothing.
+// richFile declares a request with every kind of field a key reads:
+// scalars of each wire type, packed lists, proto3 optional, a oneof, maps
+// with scalar and message values, a type that holds itself, an enum, and
+// fields declared out of number order.
+const richFile = `
+name: "keytest/rich.proto" package: "keytest" syntax: "proto3"
+enum_type { name: "Color" value { name: "RED" number: 0 } value { name: "GREEN" number: 1 } }
+message_type {
+  name: "Rich"
+  field { name: "late" number: 30 label: LABEL_OPTIONAL type: TYPE_STRING json_name: "late" }
+  field { name: "i32" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 json_name: "i32" }
+  field { name: "s32" number: 2 label: LABEL_OPTIONAL type: TYPE_SINT32 json_name: "s32" }
+  field { name: "u32" number: 3 label: LABEL_OPTIONAL type: TYPE_UINT32 json_name: "u32" }
+  field { name: "i64" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 json_name: "i64" }
+  field { name: "b" number: 5 label: LABEL_OPTIONAL type: TYPE_BOOL json_name: "b" }
+  field { name: "color" number: 6 label: LABEL_OPTIONAL type: TYPE_ENUM type_name: ".keytest.Color" json_name: "color" }
+  field { name: "f32" number: 7 label: LABEL_OPTIONAL type: TYPE_FIXED32 json_name: "f32" }
+  field { name: "d" number: 8 label: LABEL_OPTIONAL type: TYPE_DOUBLE json_name: "d" }
+  field { name: "raw" number: 10 label: LABEL_OPTIONAL type: TYPE_BYTES json_name: "raw" }
+  field { name: "ri" number: 11 label: LABEL_REPEATED type: TYPE_INT32 json_name: "ri" }
+  field { name: "rs" number: 12 label: LABEL_REPEATED type: TYPE_SINT64 json_name: "rs" }
+  field { name: "rf" number: 13 label: LABEL_REPEATED type: TYPE_FIXED64 json_name: "rf" }
+  field { name: "rb" number: 14 label: LABEL_REPEATED type: TYPE_BYTES json_name: "rb" }
+  field { name: "opt" number: 15 label: LABEL_OPTIONAL type: TYPE_INT64 oneof_index: 1 proto3_optional: true json_name: "opt" }
+  field { name: "tag" number: 16 label: LABEL_OPTIONAL type: TYPE_BYTES oneof_index: 0 json_name: "tag" }
+  field { name: "child" number: 17 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".keytest.Rich" oneof_index: 0 json_name: "child" }
+  field { name: "number" number: 18 label: LABEL_OPTIONAL type: TYPE_INT32 oneof_index: 0 json_name: "number" }
+  field { name: "by_id" number: 19 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".keytest.Rich.ByIdEntry" json_name: "byId" }
+  field { name: "flags" number: 20 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".keytest.Rich.FlagsEntry" json_name: "flags" }
+  field { name: "next" number: 22 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".keytest.Rich" json_name: "next" }
+  field { name: "list" number: 23 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".keytest.Rich" json_name: "list" }
+  field { name: "early" number: 25 label: LABEL_OPTIONAL type: TYPE_BYTES json_name: "early" }
+  nested_type { name: "ByIdEntry" options { map_entry: true }
+    field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 json_name: "key" }
+    field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".keytest.Rich" json_name: "value" } }
+  nested_type { name: "FlagsEntry" options { map_entry: true }
+    field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_BOOL json_name: "key" }
+    field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_ENUM type_name: ".keytest.Color" json_name: "value" } }
+  oneof_decl { name: "choice" }
+  oneof_decl { name: "_opt" }
+}`
+
+// richRequest is the descriptor of richFile's message.
+func richRequest(t testing.TB) protoreflect.MessageDescriptor {
+	t.Helper()
+	var fdp descriptorpb.FileDescriptorProto
+	if err := prototext.Unmarshal([]byte(richFile), &fdp); err != nil {
+		t.Fatal(err)
+	}
+	f, err := protodesc.NewFile(&fdp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Messages().ByName("Rich")
+}
+
+// FuzzSchemaCanonical checks, for any payload that protobuf reads as a
+// request (a HelloRequest leaving two fields out, a Struct, a Rich), that
+// its key's encoding is a fixed point, and reads as the same message, less
+// the fields left out: equal keys mean equal messages.
 func FuzzSchemaCanonical(f *testing.F) {
-	f.Add([]byte(wire(nil).str(1, "ann").label("b", "2").label("a", "1").str(5, "r").meta(7, "x")))
-	f.Add([]byte(wire(nil).str(1, "bob").str(1, "ann")))
-	f.Add([]byte{})
-	s := helloSchema(f, "request_id", "meta.client_time_unix_ms")
-	f.Fuzz(func(t *testing.T, payload []byte) {
-		var sent hellov1.HelloRequest
-		if proto.Unmarshal(payload, &sent) != nil {
-			if _, err := s.Canonical(payload); err == nil {
-				t.Fatal("a payload that is no HelloRequest has a canonical form")
+	f.Add(byte(0), []byte(wire(nil).str(1, "ann").label("b", "2").label("a", "1").str(5, "r").meta(7, "x")))
+	f.Add(byte(0), []byte(wire(nil).str(1, "bob").str(1, "ann")))
+	f.Add(byte(1), []byte{})
+	rich := richRequest(f)
+	for _, m := range []proto.Message{
+		&structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(1), structpb.NewStringValue("x")}}), "b": structpb.NewBoolValue(true)}},
+	} {
+		b, _ := proto.MarshalOptions{}.Marshal(m)
+		f.Add(byte(1), b)
+	}
+	seed := dynamicpb.NewMessage(rich)
+	if err := prototext.Unmarshal([]byte(`late: "z" i32: -5 s32: -7 u32: 9 i64: -1 b: true color: GREEN f32: 3 d: 1.5 raw: "r"
+		ri: [1, -2, 3] rs: [-4, 5] rf: [6] rb: ["a", ""] opt: 0 child { i32: 1 } by_id { key: 2 value { s32: 3 } } by_id { key: -1 value {} }
+		flags { key: true value: GREEN } next { next { b: true } } list { u32: 1 } list {} early: "e"`), seed); err != nil {
+		f.Fatal(err)
+	}
+	if b, err := proto.Marshal(seed); err == nil {
+		f.Add(byte(2), b)
+	}
+	targets := []struct {
+		schema *Schema
+		clear  func(protoreflect.Message) // the fields left out
+	}{
+		{helloSchema(f, "request_id", "meta.client_time_unix_ms"), func(m protoreflect.Message) {
+			fields := m.Descriptor().Fields()
+			m.Clear(fields.ByName("request_id"))
+			if meta := fields.ByName("meta"); m.Has(meta) {
+				m.Mutable(meta).Message().Clear(meta.Message().Fields().ByName("client_time_unix_ms"))
 			}
-			return
+		}},
+		{mustSchema(f, (&structpb.Struct{}).ProtoReflect().Descriptor()), func(protoreflect.Message) {}},
+		{mustSchema(f, rich), func(protoreflect.Message) {}},
+	}
+	f.Fuzz(func(t *testing.T, which byte, payload []byte) {
+		target := targets[int(which)%len(targets)]
+		desc := target.schema.desc
+		sent := dynamicpb.NewMessage(desc)
+		if !reads(payload, sent) {
+			return // protobuf reads no message: the payload's bytes are its key
 		}
-		key := canonical(t, s, payload)
-		var got hellov1.HelloRequest
-		if err := proto.Unmarshal(key, &got); err != nil {
-			t.Fatalf("the canonical form is no HelloRequest: %v", err)
+		key, err := target.schema.canonical(nil, payload)
+		if err != nil {
+			if strings.Contains(err.Error(), "nest deeper") {
+				return
+			}
+			t.Fatalf("protobuf reads %x as a %s, the key cannot: %v", payload, desc.FullName(), err)
 		}
-		sent.RequestId = ""
-		if sent.Meta != nil {
-			sent.Meta.ClientTimeUnixMs = 0
+		got := dynamicpb.NewMessage(desc)
+		if err := proto.Unmarshal(key, got); err != nil {
+			t.Fatalf("the canonical form %x is no %s: %v", key, desc.FullName(), err)
 		}
-		if !proto.Equal(&got, &sent) {
-			t.Fatalf("canonical form = %v, want %v", &got, &sent)
+		target.clear(sent)
+		if !proto.Equal(got, sent) {
+			t.Fatalf("canonical form of %x reads as\n%v\nwant\n%v", payload, got, sent)
 		}
-		if again := canonical(t, s, key); !bytes.Equal(again, key) {
+		if again := mustCanonical(t, target.schema, key); !bytes.Equal(again, key) {
 			t.Fatalf("canonical form of the canonical form differs:\n%x\n%x", again, key)
 		}
+		// Another encoding of the same message has the same key.
+		other, err := proto.MarshalOptions{Deterministic: true}.Marshal(sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again := mustCanonical(t, target.schema, other); !bytes.Equal(again, key) {
+			t.Fatalf("protobuf's own encoding %x of the message has another key:\n%x\n%x", other, again, key)
+		}
 	})
+}
+
+// reads reports whether protobuf reads payload into m. Its reader of
+// dynamic messages panics on a map entry whose key comes in another wire
+// type (protobuf-go 1.36.12): that is no message either.
+func reads(payload []byte, m proto.Message) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return proto.Unmarshal(payload, m) == nil
+}
+
+// mustSchema is the Schema of desc leaving nothing out.
+func mustSchema(t testing.TB, desc protoreflect.MessageDescriptor) *Schema {
+	t.Helper()
+	s, err := NewSchema(desc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // BenchmarkSchemaKeyed is what building a key from the parsed request costs
@@ -197,9 +321,27 @@ func BenchmarkSchemaKeyed(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			var buf []byte
 			for b.Loop() {
-				bc.schema.Keyed("", payload)
+				buf = bc.schema.AppendKeyed(buf[:0], "", payload)
 			}
 		})
+	}
+}
+
+func TestNewSchema_AGroupLeavesTheRequestKeyedByItsBytes(t *testing.T) {
+	var fdp descriptorpb.FileDescriptorProto
+	if err := prototext.Unmarshal([]byte(`name: "keytest/group.proto" package: "keytest" syntax: "proto2"
+		message_type { name: "Old"
+		  field { name: "g" number: 1 label: LABEL_OPTIONAL type: TYPE_GROUP type_name: ".keytest.Old.G" }
+		  nested_type { name: "G" field { name: "x" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 } } }`), &fdp); err != nil {
+		t.Fatal(err)
+	}
+	f, err := protodesc.NewFile(&fdp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSchema(f.Messages().ByName("Old"), nil); err == nil || !strings.Contains(err.Error(), "keytest.Old.g is a group") {
+		t.Fatalf("NewSchema of a message with a group: err = %v, want one naming the group", err)
 	}
 }
