@@ -98,15 +98,24 @@ func NewResolver(o Options) (*Resolver, error) {
 
 // Method returns what is known of fullMethod ("/pkg.Service/Method"); its
 // Kind is Unknown when nothing is. It never blocks. An unknown method wakes
-// Run to ask reflection again.
+// Run to ask reflection again. The explicit sources win over reflection,
+// but a method they name without describing it (UnaryMethods) takes its
+// Request from reflection, where reflection agrees on its kind.
 func (r *Resolver) Method(fullMethod string) Method {
+	var learned Method
+	var known bool
+	if l := r.learned.Load(); l != nil {
+		learned, known = (*l)[fullMethod]
+	}
 	if m, ok := r.explicit[fullMethod]; ok {
+		if m.Request == nil && known && learned.Kind == m.Kind {
+			// Listed by name only: reflection describes its request.
+			m.Request = learned.Request
+		}
 		return m
 	}
-	if learned := r.learned.Load(); learned != nil {
-		if m, ok := (*learned)[fullMethod]; ok {
-			return m
-		}
+	if known {
+		return learned
 	}
 	select {
 	case r.wake <- struct{}{}:

@@ -209,6 +209,29 @@ func TestResolver_ExplicitKindsWinOverReflection(t *testing.T) {
 	}
 }
 
+func TestResolver_AMethodListedByNameTakesItsRequestFromReflection(t *testing.T) {
+	// The list says StreamHellos is unary, against reflection: a request
+	// reflection describes for another kind is not taken.
+	const streamHellos = "/hello.v1.Greeter/StreamHellos"
+	logs := &logrecorder.Recorder{}
+	r, err := NewResolver(Options{Backend: startBackend(t, registerBoth), UseReflection: true,
+		UnaryMethods: []string{sayHello, streamHellos}, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Method(sayHello); got.Kind != Unary || got.Request != nil {
+		t.Fatalf("before reflection answered: Method(%s) = %+v, want unary without a request", sayHello, got)
+	}
+	runResolver(t, r)
+	testkit.WaitFor(t, "kinds learned", func() bool { return logs.Count(slog.LevelInfo, "learned method kinds", "", "") == 1 })
+	if got := requestName(r.Method(sayHello)); got != "hello.v1.HelloRequest" {
+		t.Errorf("Method(%s).Request = %q, want reflection's hello.v1.HelloRequest", sayHello, got)
+	}
+	if got := r.Method(streamHellos); got.Kind != Unary || got.Request != nil {
+		t.Errorf("Method(%s) = %+v, want the list's unary, without reflection's server-streaming request", streamHellos, got)
+	}
+}
+
 func TestResolver_RunWithoutReflectionReturnsWhenContextEnds(t *testing.T) {
 	r, err := NewResolver(Options{UnaryMethods: []string{sayHello}})
 	if err != nil {
