@@ -118,7 +118,7 @@ func (p *Proxy) Pass(ctx context.Context, method string, rule policy.Rule, call 
 // a call it passes through.
 func (p *Proxy) PassServer(ctx context.Context, method string, rule policy.Rule, call func(ctx context.Context) error) error {
 	ts := grpc.ServerTransportStreamFromContext(ctx)
-	if ts == nil || p.tagsHeader == "" {
+	if ts == nil {
 		return p.pass(ctx, method, rule, func() tagged { return tagged{} }, func() error { return call(ctx) })
 	}
 	tags := &tagTransport{ServerTransportStream: ts, p: p}

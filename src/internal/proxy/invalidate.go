@@ -87,10 +87,10 @@ func (s *tagStream) SendHeader(md metadata.MD) error {
 
 // takeTagsOf reads into tags the tags of md, a header on its way to a
 // caller, and returns md as it goes on: a copy without the tags header
-// (unless the proxy forwards it) when md has one, since its map may be a
-// handler's own; md itself otherwise, and tags unchanged.
+// (unless the proxy forwards it) when md names tags, since its map may be
+// a handler's own; md itself otherwise, and tags unchanged.
 func (p *Proxy) takeTagsOf(md metadata.MD, tags *tagged) metadata.MD {
-	if _, ok := md[p.tagsHeader]; p.tagsHeader == "" || !ok {
+	if !p.hasTags(md) {
 		return md
 	}
 	md = md.Copy()

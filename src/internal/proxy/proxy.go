@@ -134,9 +134,9 @@ type Settings struct {
 	// the caller whose call produced it and is never cached.
 	PrivateHeaders []string
 	// TagsHeader is the response header an answer names its tags in (the
-	// sidecar's default is DefaultTagsHeader); "": answers have no tags. It
-	// is taken out of the answer before callers see it, unless
-	// ForwardTagsHeader.
+	// sidecar's default is DefaultTagsHeader); "": none, and an answer's
+	// tags are its CacheGroupsHeader's alone. It is taken out of the answer
+	// before callers see it, unless ForwardTagsHeader.
 	TagsHeader        string
 	ForwardTagsHeader bool
 	// ReceiveTimeout bounds how long a collapsed call may take to deliver its
@@ -335,6 +335,9 @@ func (s *Settings) check() error {
 	if h := strings.ToLower(s.TagsHeader); h != "" {
 		if err := requestkey.ValidateName(h); err != nil {
 			return fmt.Errorf("proxy: TagsHeader %q: %w", s.TagsHeader, err)
+		}
+		if h == CacheGroupsHeader {
+			return fmt.Errorf("proxy: TagsHeader %q: the answer's RFC 9875 groups are read from it already, as a Structured Fields list", s.TagsHeader)
 		}
 	}
 	return nil

@@ -67,6 +67,60 @@ func TestPurge_TakesAnswersBackByRequestMethodAndTag(t *testing.T) {
 	}
 }
 
+func TestPurge_TakesBackAnswersByTheirRFC9875CacheGroups(t *testing.T) {
+	keep := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}
+	for _, tt := range []struct {
+		name, groups string
+		calls        int64 // backend calls of two identical callers
+		purged       int   // answers a purge of "user:alice" takes back
+	}{
+		{"groups", `"user:alice", "org 7";p=1`, 1, 1},
+		{"groups beside the tags header's", `"org 7"`, 1, 1},
+		// A purge by the groups of an answer the proxy cannot read would
+		// miss it: it is shared, never kept.
+		{"groups it cannot read", `user:alice`, 2, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startBackend(t, nil)
+			s := startProxy(t, b.addr, proxyConfig{
+				policy:  &keep,
+				options: func(o *proxy.Options) { o.TagsHeader = proxy.DefaultTagsHeader },
+				wrapBackend: func(cc grpc.ClientConnInterface) grpc.ClientConnInterface {
+					cc = withHeader{cc, proxy.CacheGroupsHeader, tt.groups}
+					if tt.name == "groups beside the tags header's" {
+						cc = withHeader{cc, proxy.DefaultTagsHeader, "user:alice"}
+					}
+					return cc
+				},
+			})
+			ctx := testkit.Context(t)
+			for range 2 {
+				r := sayHello(ctx, s.client, "alice", "")
+				if r.err != nil {
+					t.Fatalf("SayHello: %v", r.err)
+				}
+				if got := r.header.Get(proxy.CacheGroupsHeader); len(got) != 1 || got[0] != tt.groups {
+					t.Errorf("caller saw cache-groups %q, want the backend's %q: it stays for the caches after", got, tt.groups)
+				}
+			}
+			if got := b.Calls.SayHello.Load(); got != tt.calls {
+				t.Fatalf("backend calls = %d, want %d", got, tt.calls)
+			}
+			for _, tag := range []string{"user:alice", "org 7"} {
+				if n := s.proxy.PurgeTag(tag, proxy.Purge{}); n != tt.purged {
+					t.Errorf("a purge of %q took back %d answers, want %d", tag, n, tt.purged)
+				}
+				if tt.purged == 0 {
+					break
+				}
+				if r := sayHello(ctx, s.client, "alice", ""); r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+		})
+	}
+}
+
 func TestPurge_AnAnswerWithTooManyTagsIsNeverKept(t *testing.T) {
 	keep := policy.Defaults{Collapse: policy.Always, CacheTTL: time.Hour, Timeout: testkit.DefaultTimeout}
 	tags := ""

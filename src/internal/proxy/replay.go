@@ -263,10 +263,16 @@ func (u *upstream) Left() (time.Duration, bool) {
 // streamTags returns what the tags header of a stream's header says,
 // leaving the header as it is (a record's header is shared by its readers).
 func (p *Proxy) streamTags(header metadata.MD) tagged {
-	if p.tagsHeader == "" || header[p.tagsHeader] == nil {
+	if !p.hasTags(header) {
 		return tagged{}
 	}
-	return p.takeTags(metadata.MD{p.tagsHeader: header[p.tagsHeader]})
+	md := metadata.MD{}
+	for _, h := range []string{p.tagsHeader, CacheGroupsHeader} {
+		if vs, ok := header[h]; ok && h != "" {
+			md[h] = vs
+		}
+	}
+	return p.takeTags(md)
 }
 
 func (u *upstream) Recv() ([]byte, error) {

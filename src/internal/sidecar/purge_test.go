@@ -51,6 +51,7 @@ func TestPeers_PurgeReachesEveryReplica(t *testing.T) {
 	}{
 		{"method", &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Method{Method: sayHello}}},
 		{"tag", &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "user:alice"}}},
+		{"cache group", &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Tag{Tag: "group:alice"}}},
 		{"request", &adminv1.PurgeRequest{Selector: &adminv1.PurgeRequest_Request{Request: &adminv1.Request{
 			Method: sayHello, Payload: alice,
 			Headers: []*adminv1.Header{{Name: ":authority", Values: []string{"hello.example"}}},
@@ -242,10 +243,11 @@ func TestPurgeOnWrite_ReadAfterWriteThroughAnyReplica(t *testing.T) {
 	}
 }
 
-// taggedGreet greets and tags the answer prefix+name.
+// taggedGreet greets, tags the answer prefix+name and puts it in the RFC 9875
+// cache group "group:"+name.
 func taggedGreet(prefix string) sayHelloFunc {
 	return func(ctx context.Context, req *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
-		if err := grpc.SetHeader(ctx, metadata.Pairs("collapser-tags", prefix+req.GetName())); err != nil {
+		if err := grpc.SetHeader(ctx, metadata.Pairs("collapser-tags", prefix+req.GetName(), "cache-groups", `"group:`+req.GetName()+`"`)); err != nil {
 			return nil, err
 		}
 		return greet(ctx, req)
