@@ -59,12 +59,12 @@ func (c *Collapser) invokeUnary(ctx context.Context, method string, req, reply a
 		keyed = metadata.MD{}
 	}
 	keyed[requestkey.Connection] = []string{c.conns.of(cc)}
-	resp, err := c.proxy.Call(ctx, method, rule, payload, keyed,
+	resp, header, err := c.proxy.Call(ctx, method, rule, payload, keyed,
 		&invokerConn{cc: cc, invoker: invoker, request: in, reply: out, opts: opts})
 	if resp == nil {
 		return err
 	}
-	fill(opts, resp.Header, resp.Trailer)
+	fill(opts, header, resp.Trailer)
 	if err != nil {
 		return err
 	}

@@ -64,14 +64,14 @@ func (c *Collapser) serveUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "collapser: encode the request of %s: %v", method, err)
 	}
-	resp, err := c.proxy.Call(ctx, method, rule, payload, c.proxy.Incoming(ctx),
+	resp, header, err := c.proxy.Call(ctx, method, rule, payload, c.proxy.Incoming(ctx),
 		&handlerConn{caller: ctx, request: in.ProtoReflect().Type(), handler: handler})
 	if resp == nil {
 		return nil, err
 	}
-	if len(resp.Header) > 0 {
+	if len(header) > 0 {
 		// grpc-go merges it into a copy of its own: the answer's stays as it is.
-		if err := grpc.SetHeader(ctx, resp.Header); err != nil {
+		if err := grpc.SetHeader(ctx, header); err != nil {
 			return nil, err
 		}
 	}

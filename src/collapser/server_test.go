@@ -302,3 +302,25 @@ func TestRun_ReloadsThePolicyFile(t *testing.T) {
 		t.Errorf("handler runs = %d, want 3: two passed through, then one collapsed", got)
 	}
 }
+
+func TestInterceptors_TellTheCallerHowItsCallWasServed(t *testing.T) {
+	for _, front := range []front{frontServer, frontClient} {
+		t.Run(string(front), func(t *testing.T) {
+			g := answerAsAsked()
+			c, _ := newCollapser(t, "default:\n  collapse: true\n  cacheTTL: 1h\n", nil)
+			var client hellov1.GreeterClient
+			if front == frontClient {
+				client = clientOf(t, c, g.Start(t))
+			} else {
+				client = serveGreeter(t, c, g)
+			}
+			ctx := testkit.Context(t)
+			for _, want := range []string{"collapser; fwd=miss; stored; ttl=", "collapser; hit; ttl="} {
+				r := sayHelloAs(ctx, client, "ann", "")
+				if got := r.header.Get("cache-status"); r.err != nil || len(got) != 1 || !strings.HasPrefix(got[0], want) {
+					t.Errorf("cache-status %q (%v), want one entry %s…", got, r.err, want)
+				}
+			}
+		})
+	}
+}

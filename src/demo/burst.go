@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -42,6 +45,7 @@ type result struct {
 	code     codes.Code
 	caller   string // reply's caller; only for code OK
 	call     int64  // reply's call number; only for code OK
+	status   string // the answer's cache-status entries, their ttl left out
 }
 
 // progress counts requests across all running bursts.
@@ -97,8 +101,9 @@ func sayHello(ctx context.Context, client hellov1.GreeterClient, req *hellov1.He
 		defer cancel()
 	}
 	start := time.Now()
-	reply, err := client.SayHello(ctx, req)
-	r := result{latency: time.Since(start), code: status.Code(err)}
+	var header, trailer metadata.MD
+	reply, err := client.SayHello(ctx, req, grpc.Header(&header), grpc.Trailer(&trailer))
+	r := result{latency: time.Since(start), code: status.Code(err), status: cacheStatusOf(header, trailer)}
 	if err == nil {
 		r.caller, r.call = reply.GetCaller(), reply.GetCall()
 	}
@@ -135,9 +140,25 @@ func streamHellos(ctx context.Context, client hellov1.GreeterClient, req *hellov
 		consistent = consistent && proto.Equal(reply, first)
 		n++
 	}
-	r := result{latency: time.Since(start), code: codes.OK, complete: consistent && n == spec.messages}
+	header, _ := stream.Header()
+	r := result{latency: time.Since(start), code: codes.OK, complete: consistent && n == spec.messages,
+		status: cacheStatusOf(header, stream.Trailer())}
 	if first != nil {
 		r.caller, r.call = first.GetCaller(), first.GetCall()
 	}
 	return r
+}
+
+// ttlParam matches the ttl parameter of a cache-status entry.
+var ttlParam = regexp.MustCompile(`; ttl=-?[0-9]+`)
+
+// cacheStatusOf returns the cache-status entries of an answer (in its
+// header, or the trailer of a trailers-only answer), without their ttl,
+// which differs from answer to answer: what is left is how it was served.
+func cacheStatusOf(header, trailer metadata.MD) string {
+	entries := header.Get("cache-status")
+	if len(entries) == 0 {
+		entries = trailer.Get("cache-status")
+	}
+	return ttlParam.ReplaceAllString(strings.Join(entries, ", "), "")
 }

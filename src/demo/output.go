@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	for i, burst := range r.Bursts {
 		fmt.Fprintf(&b, "burst %d caller %q: requests %d, errors %d, distinct backend calls %d, mismatched replies %d, incomplete streams %d, %s\n",
 			i+1, burst.Caller, burst.Requests, burst.Errors, burst.DistinctCalls(), burst.Mismatched, burst.Incomplete, latencyText(burst.Latency))
+		// The commonest first.
+		entries := slices.SortedFunc(maps.Keys(burst.CacheStatus), func(x, y string) int {
+			return cmp.Or(burst.CacheStatus[y]-burst.CacheStatus[x], strings.Compare(x, y))
+		})
+		for _, e := range entries {
+			fmt.Fprintf(&b, "  %6d × cache-status: %s\n", burst.CacheStatus[e], e)
+		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write report: %w", err)
@@ -52,6 +60,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		DistinctCalls int            `json:"distinct_calls"`
 		Mismatched    int            `json:"mismatched_replies"`
 		Incomplete    int            `json:"incomplete_streams"`
+		CacheStatus   map[string]int `json:"cache_status"`
 		latencyJSON
 		DurationMS float64 `json:"duration_ms"`
 	}
@@ -73,7 +82,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	for _, b := range r.Bursts {
 		out.Bursts = append(out.Bursts, burstJSON{
 			Caller: b.Caller, Requests: b.Requests, Errors: b.Errors, ErrorsByCode: b.ErrorsByCode,
-			DistinctCalls: b.DistinctCalls(), Mismatched: b.Mismatched, Incomplete: b.Incomplete,
+			DistinctCalls: b.DistinctCalls(), Mismatched: b.Mismatched, Incomplete: b.Incomplete, CacheStatus: b.CacheStatus,
 			latencyJSON: newLatencyJSON(b.Latency), DurationMS: ms(b.Duration),
 		})
 	}

@@ -35,6 +35,10 @@ type Burst struct {
 	// Incomplete counts successful streams whose replies were not all the
 	// messages asked for, identical and of one backend call. It must be 0.
 	Incomplete int
+	// CacheStatus counts the requests by how the answers said they were
+	// served: their cache-status entries (RFC 9211), ttl left out; none
+	// when the target adds none.
+	CacheStatus map[string]int
 }
 
 // DistinctCalls is how many distinct backend calls served the burst's
@@ -83,8 +87,12 @@ func summarise(caller string, stream bool, results []result, d time.Duration) Bu
 		ErrorsByCode: map[string]int{},
 		Duration:     d,
 		Replies:      map[string]map[int64]struct{}{},
+		CacheStatus:  map[string]int{},
 	}
 	for _, r := range results {
+		if r.status != "" {
+			b.CacheStatus[r.status]++
+		}
 		if r.code != codes.OK {
 			b.Errors++
 			b.ErrorsByCode[r.code.String()]++

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	hellov1 "github.com/collapser/collapser/src/api/hello/v1"
 )
@@ -58,6 +59,7 @@ func testReport() *Report {
 		return result{latency: d, code: codes.OK, caller: caller, call: call}
 	}
 	first := []result{ok("alice", 1, 50*time.Millisecond), ok("alice", 1, 52*time.Millisecond)}
+	first[0].status, first[1].status = "collapser; fwd=miss; stored", "collapser; fwd=miss; collapsed; stored"
 	second := []result{ok("bob", 2, 51*time.Millisecond), {latency: time.Millisecond, code: codes.Unavailable}}
 	bursts := []Burst{summarise("alice", false, first, 60*time.Millisecond), summarise("bob", false, second, 61*time.Millisecond)}
 	latencies := append(okLatencies(first), okLatencies(second)...)
@@ -106,9 +108,27 @@ func TestReport_TextNamesEveryFigure(t *testing.T) {
 		"collapse ratio  0.3333",
 		"latency         p50 51ms p90 52ms p99 52ms max 52ms",
 		`burst 2 caller "bob": requests 2, errors 1, distinct backend calls 1, mismatched replies 0`,
+		"     1 × cache-status: collapser; fwd=miss; collapsed; stored\n",
+		"     1 × cache-status: collapser; fwd=miss; stored\n",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestCacheStatusOf_LeavesOutTheTTLs(t *testing.T) {
+	for _, tt := range []struct {
+		header, trailer metadata.MD
+		want            string
+	}{
+		{metadata.Pairs("cache-status", "origin; hit; ttl=30", "cache-status", "collapser; hit; ttl=3599"), nil, "origin; hit, collapser; hit"},
+		{nil, metadata.Pairs("cache-status", "collapser; fwd=miss"), "collapser; fwd=miss"},
+		{metadata.Pairs("cache-status", "collapser; hit; ttl=-2; detail=stale"), nil, "collapser; hit; detail=stale"},
+		{nil, nil, ""},
+	} {
+		if got := cacheStatusOf(tt.header, tt.trailer); got != tt.want {
+			t.Errorf("cacheStatusOf(%v, %v) = %q, want %q", tt.header, tt.trailer, got, tt.want)
 		}
 	}
 }

@@ -78,7 +78,8 @@ type Settings struct {
 	// Proxy is what the proxy keeps (--cache-max-*, --stream-max-*), calls
 	// (--max-backend-calls), reads and sends (--receive-timeout,
 	// --max-recv-msg-bytes, --max-send-msg-bytes), and how it treats
-	// answers (--private-headers, --tags-header, --forward-tags-header).
+	// answers (--private-headers, --tags-header, --forward-tags-header,
+	// --cache-status).
 	Proxy proxy.Settings
 	// Server bounds what callers can make the server hold
 	// (--max-connections, --max-concurrent-streams, --max-header-bytes).
@@ -200,6 +201,7 @@ func flagSet(c *Settings) *flag.FlagSet {
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`path` of a token (at least 32 bytes, read again when it changes) every admin call must carry as authorization: Bearer <token>, from any address; needed for an admin listener off loopback; empty: loopback or a Unix socket only")
 	fs.StringVar(&c.Proxy.TagsHeader, "tags-header", c.Proxy.TagsHeader, "response `header` an answer names its tags in (space or comma separated), by which the admin service purges; empty: none")
 	fs.BoolVar(&c.Proxy.ForwardTagsHeader, "forward-tags-header", false, "pass the tags header on to callers instead of taking it out of the answer")
+	fs.Var(notValue{&c.Proxy.OmitCacheStatus}, "cache-status", "add the sidecar's RFC 9211 cache-status entry (how it served the call: hit, ttl, collapsed, stored, fwd, detail) to every answer, after the backend's entries")
 	fs.StringVar(&c.PolicyFile, "policy-file", "", "`path` of the per-method policy file (YAML), reloaded when it changes; its default rule overrides the flags below")
 	fs.Var(collapseValue{&c.Policy.Collapse}, "default-collapse", "which unary methods the default rule collapses: auto (by idempotency_level), all or none")
 	fs.DurationVar(&c.Policy.CacheTTL, "cache-ttl", c.Policy.CacheTTL, "`duration` a successful response is served from cache; 0: share calls in flight only")
@@ -481,6 +483,23 @@ func (v collapseValue) Set(s string) error {
 	}
 	return nil
 }
+
+// notValue is a boolean flag that sets the opposite of what it says: the
+// flag --cache-status=false sets OmitCacheStatus.
+type notValue struct{ b *bool }
+
+func (v notValue) String() string { return strconv.FormatBool(v.b == nil || !*v.b) }
+
+func (v notValue) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err == nil {
+		*v.b = !on
+	}
+	return err
+}
+
+// IsBoolFlag lets the flag be given without a value, as a bool flag is.
+func (notValue) IsBoolFlag() bool { return true }
 
 // cacheControlValue is the --cache-control flag: honor or ignore.
 type cacheControlValue struct{ ignore *bool }

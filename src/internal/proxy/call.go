@@ -78,22 +78,29 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 // while the call runs (Incoming's copy is the call's own).
 //
 // It returns the answer (nil when there is none: the call failed before it
-// answered, and the error says why) and the status the caller gets: the
-// answer's (Response.Err) or why there is no answer. Every caller of one
-// answer gets the same *Response: it is read-only.
-func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, error) {
+// answered, and the error says why), the header the caller gets (the
+// answer's, with the caller's cache-status entry after its own entries)
+// and the status the caller gets: the answer's (Response.Err) or why there
+// is no answer. Every caller of one answer gets the same *Response, and
+// may get its Header as its header: both are read-only.
+func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, metadata.MD, error) {
 	sub := contentSubtype(md)
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
 		key: p.keyOf(method, rule, sub, payload, md), backend: backend}
-	resp, outcome, _, err := p.share(ctx, &c, &p.callers)
+	resp, outcome, left, err := p.share(ctx, &c, &p.callers)
 	p.logPanic(method, outcome, err)
+	var header metadata.MD
 	if resp != nil {
 		err = resp.Err
+		header = resp.Header
+		if p.cacheStatus {
+			header = withStatus(header, served{outcome: outcome, left: left, forwarded: resp.forwarded, private: resp.Private}.entry())
+		}
 	} else {
 		err = callstatus.Of(err).Err()
 	}
 	p.report(ctx, RouteCaller, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
-	return resp, err
+	return resp, header, err
 }
 
 // Pass runs call, a call of method that its rule (Rule) does not collapse,

@@ -255,7 +255,7 @@ func (p *Proxy) handOver(ss grpc.ServerStream, method string) error {
 		peers.LifeHeader:    []string{formatLife(h.Left)},
 		peers.HandoffHeader: []string{strconv.FormatInt(int64(h.RefreshIn), 10)},
 	})
-	return p.reply(ss, method, collapse.Hit, h.Value, nil, o)
+	return p.reply(ss, method, collapse.Hit, h.Value, nil, o, "")
 }
 
 // handOverRecord answers a peer that took over key, a replayed stream's,
@@ -273,7 +273,7 @@ func (p *Proxy) handOverRecord(ss grpc.ServerStream, key string, o *origin) erro
 		peers.LifeHeader:    []string{formatLife(collapse.Windows{TTL: rd.Left()})},
 		peers.HandoffHeader: []string{strconv.FormatInt(int64(refreshIn), 10)},
 	})
-	return p.relay(ss, rd, o)
+	return p.relay(ss, rd, o, "")
 }
 
 // parseRefreshIn reads the value of peers.HandoffHeader a previous owner

@@ -31,7 +31,7 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 	oneRequest := rule.Kind == methodkind.Unary || rule.Kind == methodkind.ServerStreaming
 	start := time.Now()
 	ts := &tagStream{ServerStream: ss, p: p}
-	err := p.forward(ctx, cancel, ts, method, opts, oneRequest)
+	err := p.forward(ctx, cancel, ts, method, opts, oneRequest, p.statusFor(o, statusBypass))
 	if err == nil && rule.Invalidates != nil {
 		p.invalidateAfter(ss.Context(), method, rule.Invalidates, ts.tags)
 	}
@@ -55,9 +55,9 @@ func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rul
 // only still be blocked in ss.RecvMsg when the backend finished first; gRPC
 // ends the caller's stream as soon as the handler returns, which ends that
 // receive at once.
-func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.ServerStream, method string, opts []grpc.CallOption, oneRequest bool) error {
+func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.ServerStream, method string, opts []grpc.CallOption, oneRequest bool, entry string) error {
 	if oneRequest {
-		return p.forwardOne(ctx, ss, method, opts)
+		return p.forwardOne(ctx, ss, method, opts, entry)
 	}
 	cs, err := p.backend.NewStream(ctx, streamDesc, method, opts...)
 	if err != nil {
@@ -74,7 +74,7 @@ func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.
 		}
 	}()
 
-	down := backendToCaller(cs, ss)
+	down := backendToCaller(cs, ss, entry)
 	select {
 	case err := <-up:
 		if err != nil {
@@ -89,7 +89,7 @@ func (p *Proxy) forward(ctx context.Context, cancel context.CancelFunc, ss grpc.
 // streaming): it receives the request and the caller's half-close first, as
 // grpc-go's own handler would, so a caller that breaks the method's
 // cardinality never reaches the backend, then opens the backend stream.
-func (p *Proxy) forwardOne(ctx context.Context, ss grpc.ServerStream, method string, opts []grpc.CallOption) error {
+func (p *Proxy) forwardOne(ctx context.Context, ss grpc.ServerStream, method string, opts []grpc.CallOption, entry string) error {
 	var f passFrame
 	if err := receiveOne(ss, &f); err != nil {
 		f.free()
@@ -106,7 +106,7 @@ func (p *Proxy) forwardOne(ctx context.Context, ss grpc.ServerStream, method str
 	// CloseSend never fails in grpc-go; a stream that already ended reports
 	// its status to RecvMsg, which backendToCaller reads.
 	_ = cs.CloseSend()
-	return backendToCaller(cs, ss)
+	return backendToCaller(cs, ss, entry)
 }
 
 // callerToBackend copies frames from the caller to the backend until the
@@ -136,17 +136,21 @@ func callerToBackend(ss grpc.ServerStream, cs grpc.ClientStream) error {
 // backendToCaller forwards the backend's headers as soon as they arrive, then
 // every frame, then its trailers, and returns the backend's status (nil for
 // OK) or an error saying what failed towards the caller.
-func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream) error {
+func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream, entry string) error {
 	// Header blocks until the backend sends headers or ends the stream; it
-	// returns nil metadata for a trailers-only response, which stays one.
+	// returns nil metadata for a trailers-only response, which stays one
+	// (the cache-status entry then goes in its trailer).
 	header, err := cs.Header()
 	if err != nil {
 		return fmt.Errorf("proxy backend→caller: receive header from backend: %w", err)
 	}
-	if header != nil {
-		if err := ss.SendHeader(strip(header)); err != nil {
+	switch {
+	case header != nil:
+		if err := ss.SendHeader(withStatus(strip(header), entry)); err != nil {
 			return fmt.Errorf("proxy backend→caller: send header to caller: %w", refusedWrite(ss.Context(), err))
 		}
+	case entry != "":
+		ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
 	}
 	for {
 		var f passFrame

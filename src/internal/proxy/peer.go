@@ -137,6 +137,7 @@ func (p *Proxy) invokeOwner(ctx context.Context, pl placement, c *unaryCall, ref
 	life, aged := parseLife(trailer.Get(peers.LifeHeader))
 	resp, err := p.response(reply, header, trailer, err)
 	resp.life, resp.aged = life, aged
+	resp.forwarded = owner == OwnerPeer
 	return resp, err
 }
 

@@ -139,6 +139,10 @@ type Settings struct {
 	// before callers see it, unless ForwardTagsHeader.
 	TagsHeader        string
 	ForwardTagsHeader bool
+	// OmitCacheStatus leaves the answers without the proxy's RFC 9211
+	// cache-status entry (CacheStatusHeader), which every answer a caller
+	// is served carries otherwise.
+	OmitCacheStatus bool
 	// ReceiveTimeout bounds how long a collapsed call may take to deliver its
 	// request message (default DefaultReceiveTimeout).
 	ReceiveTimeout time.Duration
@@ -201,6 +205,7 @@ type Proxy struct {
 	logger         *slog.Logger
 	tagsHeader     string // "" for none
 	forwardTags    bool
+	cacheStatus    bool // callers are told how they were served (cachestatus.go)
 	// invalidate takes back what a write's success invalidates; nil: none.
 	// Written once, by InvalidateThrough, before the proxy serves.
 	invalidate Invalidator
@@ -260,6 +265,7 @@ func New(o Options) (*Proxy, error) {
 		observer:       o.Observer,
 		tagsHeader:     strings.ToLower(o.TagsHeader),
 		forwardTags:    o.ForwardTagsHeader,
+		cacheStatus:    !o.OmitCacheStatus,
 		logger:         o.Logger,
 		codec:          c,
 		served:         metadata.Pairs(peers.ServedHeader, rand.Text()),

@@ -46,7 +46,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		return err
 	}
 	if !p.coherent() {
-		err = p.ownStream(ss, backend, method, sub, payload, md)
+		err = p.ownStream(ss, backend, method, sub, payload, md, p.statusFor(o, statusOwn))
 		p.report(ctx, o.streams, method, replay.Own.String(), callerCode(ctx, err), producer{})
 		return err
 	}
@@ -88,7 +88,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	})
 	var from producer
 	if outcome != replay.Own {
-		err = p.relay(ss, rd, o)
+		err = p.relay(ss, rd, o, p.statusFor(o, streamEntry(outcome)))
 		if opener, ok := rd.Source().(*producer); ok && outcome != replay.Lead {
 			from = *opener
 		}
@@ -96,7 +96,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 	}
 	if outcome == replay.Own || errors.Is(err, replay.ErrPrivate) {
 		outcome, from = replay.Own, producer{}
-		err = p.ownStream(ss, backend, method, sub, payload, md)
+		err = p.ownStream(ss, backend, method, sub, payload, md, p.statusFor(o, statusOwn))
 	}
 	if o.mark != nil {
 		// What is left of the record's life here, which the forwarder's
@@ -138,12 +138,13 @@ type sourced struct {
 // Source implements replay.Sourced.
 func (s sourced) Source() any { return s.from }
 
-// relay writes what rd reads to the caller, from o: the header, every
-// message, the trailer and the status. The tags header is taken out of the
+// relay writes what rd reads to the caller, from o: the header (with
+// entry, its cache-status entry, "" for none), every message, the trailer
+// and the status. The tags header is taken out of the
 // header, as it is of an answer's, unless the proxy forwards it or the
 // caller is a peer: a forwarder keeps a record of its own, which a purge by
 // tag must find too.
-func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader, o *origin) error {
+func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader, o *origin, entry string) error {
 	ctx := ss.Context()
 	header, err := rd.Header(ctx)
 	if err != nil {
@@ -152,14 +153,17 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader, o *origin) error 
 		}
 		return status.FromContextError(err).Err()
 	}
-	if header != nil {
+	switch {
+	case header != nil:
 		out := forwardable(header)
 		if p.tagsHeader != "" && !p.forwardTags && o.mark == nil {
 			delete(out, p.tagsHeader)
 		}
-		if err := ss.SendHeader(out); err != nil {
+		if err := ss.SendHeader(withStatus(out, entry)); err != nil {
 			return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 		}
+	case entry != "":
+		ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
 	}
 	for {
 		msg, err := rd.Next(ctx)
@@ -210,12 +214,12 @@ func (p *Proxy) sendRequest(ctx context.Context, cc grpc.ClientConnInterface, me
 
 // ownStream serves a replayed method's call with a stream of its own on
 // backend, its request already read, under the caller's context.
-func (p *Proxy) ownStream(ss grpc.ServerStream, backend grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD) error {
+func (p *Proxy) ownStream(ss grpc.ServerStream, backend grpc.ClientConnInterface, method, sub string, payload []byte, md metadata.MD, entry string) error {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
 	cs, err := p.sendRequest(ctx, backend, method, sub, payload, md)
 	if err == nil {
-		err = backendToCaller(cs, ss)
+		err = backendToCaller(cs, ss, entry)
 	}
 	p.observer.ObserveBackendStream(method, callerCode(ss.Context(), err))
 	return err

@@ -40,8 +40,10 @@ type Response struct {
 	// early refresh is due refreshIn after it came (0: none).
 	handed    bool
 	refreshIn time.Duration
-	tags      tagged   // what its tags header says, taken out of Header
-	producer  producer // the span of the call that produced it, for links; none when not traced
+	forwarded bool // the key's owner, another replica, made the call
+
+	tags     tagged   // what its tags header says, taken out of Header
+	producer producer // the span of the call that produced it, for links; none when not traced
 }
 
 // responseSize returns the bytes r holds, for collapse.Options.Size: the

@@ -38,10 +38,13 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	}
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, key: key, backend: p.backend}
 	resp, outcome, left, err := p.share(ctx, &c, o)
+	var entry string
 	if o.mark != nil {
 		p.markForPeer(ss, resp, outcome, left, o)
+	} else if p.cacheStatus && resp != nil {
+		entry = served{outcome: outcome, left: left, forwarded: resp.forwarded, private: resp.Private}.entry()
 	}
-	err = p.reply(ss, method, outcome, resp, err, o)
+	err = p.reply(ss, method, outcome, resp, err, o, entry)
 	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
 	return err
 }
@@ -114,7 +117,7 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 	switch {
 	case !p.coherent():
 		resp, outcome, err = p.group.Alone(ctx, c.rule.Call, call)
-	case o.mark != nil: // a peer keeps a copy of the answer
+	case o.mark != nil || p.cacheStatus: // a peer keeps a copy, or a caller is told what is left of it
 		cp := collapse.Copy{Fresh: o.fresh}
 		resp, outcome, err = p.group.DoCopy(ctx, pl.key, c.rule.Call, call, &cp)
 		left = cp.Left
@@ -136,7 +139,7 @@ func (p *Proxy) hit(pl placement, o *origin) (*Response, collapse.Windows, bool)
 	if !p.coherent() {
 		return nil, collapse.Windows{}, false
 	}
-	if o.mark == nil {
+	if o.mark == nil && !p.cacheStatus {
 		resp, ok := p.group.Hit(pl.key, nil)
 		return resp, collapse.Windows{}, ok
 	}
@@ -306,12 +309,12 @@ func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Re
 // reply sends the caller, from o, what the shared call produced, or the
 // status of why there is nothing to send: the caller's own context ended, or the call
 // panicked (logged once, by its leader), found no slot, or exited.
-func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error, o *origin) error {
+func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outcome, resp *Response, err error, o *origin, entry string) error {
 	p.logPanic(method, outcome, err)
 	if resp == nil { // no backend answer: the status says why
 		return callstatus.Of(err).Err()
 	}
-	if err := p.sendHeader(ss, resp, o); err != nil {
+	if err := p.sendHeader(ss, resp, o, entry); err != nil {
 		return err
 	}
 	if resp.Err == nil {
@@ -324,21 +327,19 @@ func (p *Proxy) reply(ss grpc.ServerStream, method string, outcome collapse.Outc
 }
 
 // sendHeader sends the caller, from o, resp's header, if it has one (an
-// answer without one may go as a trailers-only response). The metadata maps
-// are shared by every caller, and grpc-go only reads them: SendHeader
-// writes a map as it is when the stream has no header set yet, where
-// SetHeader would merge it into a copy of its own first.
-func (p *Proxy) sendHeader(ss grpc.ServerStream, resp *Response, o *origin) error {
+// answer without one may go as a trailers-only response), with entry, the
+// caller's cache-status entry ("" for none), after its entries. The
+// metadata maps are shared by every caller, and grpc-go only reads them:
+// SendHeader writes a map as it is when the stream has no header set yet,
+// where SetHeader would merge it into a copy of its own first.
+func (p *Proxy) sendHeader(ss grpc.ServerStream, resp *Response, o *origin, entry string) error {
 	if o.mark != nil && resp.tags.header != nil {
 		// A forwarder keeps copies of its own: it needs the tags to find them.
 		if err := ss.SetHeader(resp.tags.header); err != nil {
 			return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
-	if len(resp.Header) == 0 {
-		return nil
-	}
-	if err := ss.SendHeader(resp.Header); err != nil {
+	if err := sendStatusHeader(ss, resp.Header, entry, resp.Err == nil); err != nil {
 		return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 	}
 	return nil

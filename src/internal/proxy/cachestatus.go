@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/collapser/collapser/src/internal/collapse"
+	"github.com/collapser/collapser/src/internal/replay"
+)
+
+// CacheStatusHeader is RFC 9211's response header: how each cache on the
+// way handled the call, one entry per cache, the backend's side first. The
+// proxy appends its own entry to every answer it serves a caller (not a
+// peer: the forwarder tells its own callers), after the entries the answer
+// came with.
+const CacheStatusHeader = "cache-status"
+
+// cacheName is how the proxy names itself in its entries.
+const cacheName = "collapser"
+
+// The entries of what involved no kept answer.
+const (
+	// statusBypass: a call passed through, as the policy says.
+	statusBypass = cacheName + "; fwd=bypass"
+	// statusOwn: a call made for its caller alone: nothing shared, nothing
+	// kept (a replayed stream's record took no new reader, or the proxy
+	// serves nothing it keeps now).
+	statusOwn = cacheName + "; fwd=miss; detail=own-call"
+)
+
+// statusFor returns entry when the proxy tells the callers of o how it
+// served them, "" otherwise.
+func (p *Proxy) statusFor(o *origin, entry string) string {
+	if p.cacheStatus && o.mark == nil {
+		return entry
+	}
+	return ""
+}
+
+// served is how an answer was served to one caller, for its entry.
+type served struct {
+	outcome   collapse.Outcome
+	left      collapse.Windows // what is left of the answer kept here; zero when not kept
+	forwarded bool             // the call was made by the key's owner, another replica
+	private   bool             // the answer goes to its own caller only
+}
+
+// entry returns the caller's entry (RFC 9211 syntax):
+//
+//	hit; ttl=N                       a kept answer, fresh N seconds more
+//	hit; ttl=0; detail=stale         a stale answer, while one call refreshes it
+//	fwd=stale; detail=stale-if-error the call failed: the last answer instead
+//	fwd=miss; stored; ttl=N          the call was made, its answer kept
+//	fwd=miss; collapsed              the caller waited for another's call
+//	fwd=miss; detail=private         the answer is its caller's alone, never kept
+//	fwd=miss; detail=own-call        its own call, as the policy bounds waiting
+//	fwd=bypass; detail=hit-for-pass  the key's last answer could not be shared
+//
+// with detail=forwarded on a call made by the key's owner.
+func (s served) entry() string {
+	b := make([]byte, 0, 64)
+	b = append(b, cacheName...)
+	switch s.outcome {
+	case collapse.Hit:
+		return string(appendTTL(append(b, "; hit"...), s.left.TTL))
+	case collapse.Stale:
+		return string(append(b, "; hit; ttl=0; detail=stale"...))
+	case collapse.StaleOnError:
+		return string(append(b, "; fwd=stale; detail=stale-if-error"...))
+	case collapse.Private:
+		return string(append(b, "; fwd=miss; detail=private"...))
+	case collapse.Own:
+		return statusOwn
+	case collapse.Pass:
+		return string(append(b, "; fwd=bypass; detail=hit-for-pass"...))
+	}
+	b = append(b, "; fwd=miss"...)
+	if s.private { // its leader's: the followers made calls of their own (Private)
+		return string(append(b, "; detail=private"...))
+	}
+	if s.outcome == collapse.Join {
+		b = append(b, "; collapsed"...)
+	}
+	if s.left != (collapse.Windows{}) {
+		b = appendTTL(append(b, "; stored"...), s.left.TTL)
+	}
+	if s.forwarded {
+		b = append(b, "; detail=forwarded"...)
+	}
+	return string(b)
+}
+
+// appendTTL appends ttl, in whole seconds.
+func appendTTL(b []byte, ttl time.Duration) []byte {
+	return strconv.AppendInt(append(b, "; ttl="...), int64(ttl/time.Second), 10)
+}
+
+// streamEntry returns the entry of a replayed stream's caller.
+func streamEntry(outcome replay.Outcome) string {
+	switch outcome {
+	case replay.Replay:
+		return cacheName + "; hit"
+	case replay.Join:
+		return cacheName + "; fwd=miss; collapsed"
+	case replay.Own:
+		return statusOwn
+	}
+	return cacheName + "; fwd=miss" // whether its record is kept is known at its end
+}
+
+// withStatus returns header, what a caller is sent, with entry after the
+// entries it has: header itself when entry is "", a copy otherwise (the
+// header of a kept answer is every caller's).
+func withStatus(header metadata.MD, entry string) metadata.MD {
+	if entry == "" {
+		return header
+	}
+	out := make(metadata.MD, len(header)+1)
+	for k, v := range header {
+		out[k] = v
+	}
+	theirs := header[CacheStatusHeader]
+	out[CacheStatusHeader] = append(theirs[:len(theirs):len(theirs)], entry) // never into the shared array
+	return out
+}
+
+// sendStatusHeader sends ss the header of an answer, with entry after its
+// entries: in its trailer when the answer has no header and no message
+// (a trailers-only response stays one), at once otherwise.
+func sendStatusHeader(ss grpc.ServerStream, header metadata.MD, entry string, hasMessage bool) error {
+	if len(header) == 0 && !hasMessage {
+		if entry != "" {
+			ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
+		}
+		return nil
+	}
+	if len(header) == 0 && entry == "" {
+		return nil
+	}
+	return ss.SendHeader(withStatus(header, entry))
+}
