@@ -81,7 +81,7 @@ test: ## Run the unit tests with -race (root module, then test/ when present).
 bench: ## Run engine, proxy, library and injector admission benchmarks once (BENCH=regexp, BENCHTIME=1s).
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=1 $(BENCH_PKGS)
 
-load: ## Run the load benchmarks once (RACE=-race to add the detector): steady load vs latency+TTL, heap over 100,000 requests, what the caches hold against what they count, many keys expiring together, a rolling restart of three replicas.
+load: ## Run the load benchmarks once (RACE=-race to add the detector): steady load vs latency+TTL, heap over 100,000 requests, what the caches hold against what they count, many keys expiring together, a rolling restart of three replicas, requests that each carry an id.
 	$(GO) test $(RACE) -run='^$$' -bench='^BenchmarkLoad' -benchtime=1x -count=1 ./src/internal/sidecar/
 
 bench-peers: build ## Compare collapser with direct, nginx grpc_pass and a plain Go proxy, misses with and without peers (BENCH_SCENARIOS, BENCH_ROUNDS; not in CI).

@@ -227,6 +227,7 @@ func TestRender_SidecarDefaultsMatchTheContract(t *testing.T) {
 		"COLLAPSER_BACKEND_TLS_KEY_FILE":            "",
 		"COLLAPSER_TAGS_HEADER":                     "collapser-tags",
 		"COLLAPSER_FORWARD_TAGS_HEADER":             "false",
+		"COLLAPSER_CACHE_STATUS":                    "true",
 		"COLLAPSER_MAX_TTL":                         "5m0s",
 		"COLLAPSER_KEY_HEADERS":                     "",
 		"COLLAPSER_IGNORE_HEADERS":                  "",
