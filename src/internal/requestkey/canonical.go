@@ -167,6 +167,25 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// nextField reads the first field of b: its number, its wire type, its
+// value (a run of bytes without its length) and its length, tag included;
+// n < 0 when b starts with no well-formed field.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, value []byte, n int) {
+	num, typ, t := protowire.ConsumeTag(b)
+	if t < 0 {
+		return 0, 0, nil, -1
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[t:])
+	if m < 0 {
+		return 0, 0, nil, -1
+	}
+	value = b[t : t+m]
+	if typ == protowire.BytesType {
+		value, _ = protowire.ConsumeBytes(value)
+	}
+	return num, typ, value, t + m
+}
+
 // appendMessage appends the canonical encoding of b, a message of p's
 // type, to dst.
 func (p *plan) appendMessage(dst, b []byte, depth int) ([]byte, error) {
@@ -176,23 +195,16 @@ func (p *plan) appendMessage(dst, b []byte, depth int) ([]byte, error) {
 	var stack [16]occurrence
 	occ := stack[:0]
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, value, n := nextField(b)
 		if n < 0 {
 			return nil, errMalformed
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return nil, errMalformed
-		}
-		o := occurrence{wire: typ, value: b[:n+m]}
+		o := occurrence{wire: typ, value: b[:n]}
 		if f := p.fields[num]; f != nil && f.accepts(typ) {
-			o.f, o.value = f, b[n:n+m]
-			if typ == protowire.BytesType {
-				o.value, _ = protowire.ConsumeBytes(o.value)
-			}
+			o.f, o.value = f, value
 		}
 		occ = append(occ, o)
-		b = b[n+m:]
+		b = b[n:]
 	}
 	p.dropReplaced(occ)
 	slices.SortStableFunc(occ, order)
@@ -357,27 +369,19 @@ func (f *fieldPlan) appendMap(dst []byte, occ []occurrence, depth int) ([]byte, 
 		var keyRun, valueRun []byte
 		var values [][]byte
 		for b := o.value; len(b) > 0; {
-			num, typ, n := protowire.ConsumeTag(b)
+			num, typ, value, n := nextField(b)
 			if n < 0 {
 				return nil, errMalformed
 			}
-			m := protowire.ConsumeFieldValue(num, typ, b[n:])
-			if m < 0 {
-				return nil, errMalformed
-			}
-			v := b[n : n+m]
-			if typ == protowire.BytesType {
-				v, _ = protowire.ConsumeBytes(v)
-			}
 			switch {
 			case num == 1 && typ == f.key.wire:
-				keyRun = v
+				keyRun = value
 			case num == 2 && typ == f.value.wire && f.value.message != nil:
-				values = append(values, v) // the occurrences of a message value merge
+				values = append(values, value) // the occurrences of a message value merge
 			case num == 2 && typ == f.value.wire:
-				valueRun = v
+				valueRun = value
 			}
-			b = b[n+m:]
+			b = b[n:]
 		}
 		e := entry{start: len(buf)}
 		var err error

@@ -105,9 +105,6 @@ func resolvePath(desc protoreflect.MessageDescriptor, path string) (fieldPath, e
 	return fields, nil
 }
 
-// Message returns the full name of the request message s encodes.
-func (s *Schema) Message() protoreflect.FullName { return s.desc.FullName() }
-
 // AppendKeyed appends to dst the bytes of a request payload, in the codec
 // of content-subtype subtype, that its key holds: its canonical encoding
 // when s is not nil, the codec is protobuf and the payload is a message of
