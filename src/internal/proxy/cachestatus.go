@@ -40,6 +40,16 @@ func (p *Proxy) statusFor(o *origin, entry string) string {
 	return ""
 }
 
+// answerEntry returns the entry of a caller from o served resp (not nil)
+// with outcome, of which left is left here; "" when the proxy tells that
+// caller nothing.
+func (p *Proxy) answerEntry(o *origin, outcome collapse.Outcome, left collapse.Windows, resp *Response) string {
+	if !p.cacheStatus || o.mark != nil {
+		return ""
+	}
+	return served{outcome: outcome, left: left, forwarded: resp.forwarded, private: resp.Private}.entry()
+}
+
 // served is how an answer was served to one caller, for its entry.
 type served struct {
 	outcome   collapse.Outcome
@@ -127,17 +137,14 @@ func withStatus(header metadata.MD, entry string) metadata.MD {
 	return out
 }
 
-// sendStatusHeader sends ss the header of an answer, with entry after its
-// entries: in its trailer when the answer has no header and no message
-// (a trailers-only response stays one), at once otherwise.
-func sendStatusHeader(ss grpc.ServerStream, header metadata.MD, entry string, hasMessage bool) error {
-	if len(header) == 0 && !hasMessage {
+// sendStatusHeader sends ss header, with entry after its entries, when
+// send; otherwise entry goes in the trailer, and an answer that goes as a
+// trailers-only response stays one.
+func sendStatusHeader(ss grpc.ServerStream, header metadata.MD, entry string, send bool) error {
+	if !send {
 		if entry != "" {
 			ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
 		}
-		return nil
-	}
-	if len(header) == 0 && entry == "" {
 		return nil
 	}
 	return ss.SendHeader(withStatus(header, entry))

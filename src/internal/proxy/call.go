@@ -92,10 +92,7 @@ func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, paylo
 	var header metadata.MD
 	if resp != nil {
 		err = resp.Err
-		header = resp.Header
-		if p.cacheStatus {
-			header = withStatus(header, served{outcome: outcome, left: left, forwarded: resp.forwarded, private: resp.Private}.entry())
-		}
+		header = withStatus(resp.Header, p.answerEntry(&p.callers, outcome, left, resp))
 	} else {
 		err = callstatus.Of(err).Err()
 	}

@@ -144,13 +144,8 @@ func backendToCaller(cs grpc.ClientStream, ss grpc.ServerStream, entry string) e
 	if err != nil {
 		return fmt.Errorf("proxy backend→caller: receive header from backend: %w", err)
 	}
-	switch {
-	case header != nil:
-		if err := ss.SendHeader(withStatus(strip(header), entry)); err != nil {
-			return fmt.Errorf("proxy backend→caller: send header to caller: %w", refusedWrite(ss.Context(), err))
-		}
-	case entry != "":
-		ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
+	if err := sendStatusHeader(ss, strip(header), entry, header != nil); err != nil {
+		return fmt.Errorf("proxy backend→caller: send header to caller: %w", refusedWrite(ss.Context(), err))
 	}
 	for {
 		var f passFrame

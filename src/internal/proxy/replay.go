@@ -153,17 +153,15 @@ func (p *Proxy) relay(ss grpc.ServerStream, rd *replay.Reader, o *origin, entry 
 		}
 		return status.FromContextError(err).Err()
 	}
-	switch {
-	case header != nil:
-		out := forwardable(header)
+	var out metadata.MD
+	if header != nil {
+		out = forwardable(header)
 		if p.tagsHeader != "" && !p.forwardTags && o.mark == nil {
 			delete(out, p.tagsHeader)
 		}
-		if err := ss.SendHeader(withStatus(out, entry)); err != nil {
-			return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
-		}
-	case entry != "":
-		ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
+	}
+	if err := sendStatusHeader(ss, out, entry, header != nil); err != nil {
+		return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 	}
 	for {
 		msg, err := rd.Next(ctx)

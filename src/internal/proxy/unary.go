@@ -41,8 +41,8 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	var entry string
 	if o.mark != nil {
 		p.markForPeer(ss, resp, outcome, left, o)
-	} else if p.cacheStatus && resp != nil {
-		entry = served{outcome: outcome, left: left, forwarded: resp.forwarded, private: resp.Private}.entry()
+	} else if resp != nil {
+		entry = p.answerEntry(o, outcome, left, resp)
 	}
 	err = p.reply(ss, method, outcome, resp, err, o, entry)
 	p.report(ctx, o.calls, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
@@ -339,7 +339,10 @@ func (p *Proxy) sendHeader(ss grpc.ServerStream, resp *Response, o *origin, entr
 			return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
-	if err := sendStatusHeader(ss, resp.Header, entry, resp.Err == nil); err != nil {
+	// A header goes when the answer has one, or a message to carry the
+	// entry in; an error answer without one goes as a trailers-only response.
+	send := len(resp.Header) > 0 || (resp.Err == nil && entry != "")
+	if err := sendStatusHeader(ss, resp.Header, entry, send); err != nil {
 		return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 	}
 	return nil
