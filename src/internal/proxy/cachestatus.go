@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"hash/maphash"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -122,11 +124,15 @@ func streamEntry(outcome replay.Outcome) string {
 }
 
 // withStatus returns header, what a caller is sent, with entry after the
-// entries it has: header itself when entry is "", a copy otherwise (the
-// header of a kept answer is every caller's).
+// entries it has: header itself when entry is "", the header that carries
+// entry alone when header has none (statusHeaders.alone), a copy otherwise
+// (the header of a kept answer is every caller's).
 func withStatus(header metadata.MD, entry string) metadata.MD {
 	if entry == "" {
 		return header
+	}
+	if len(header) == 0 {
+		return statusHeaders.alone(entry)
 	}
 	out := make(metadata.MD, len(header)+1)
 	for k, v := range header {
@@ -143,9 +149,45 @@ func withStatus(header metadata.MD, entry string) metadata.MD {
 func sendStatusHeader(ss grpc.ServerStream, header metadata.MD, entry string, send bool) error {
 	if !send {
 		if entry != "" {
-			ss.SetTrailer(metadata.MD{CacheStatusHeader: {entry}})
+			ss.SetTrailer(statusHeaders.alone(entry)) // merged into the stream's own copy
 		}
 		return nil
 	}
 	return ss.SendHeader(withStatus(header, entry))
+}
+
+// statusHeaders are the headers that carry one entry alone, the proxy's.
+var statusHeaders entryHeaders
+
+// entryHeaders keeps the last headers built to carry one entry alone,
+// which most answers are sent with (the backend's answers rarely carry a
+// header of their own), so that a call whose entry was sent before (a
+// pass-through, a hit within the same second as the last, every call of
+// an answer kept less than a second) builds no header again. It keeps
+// entrySlots at most, the last built of those whose entries' hashes share
+// a slot, and costs a call whose entry it does not hold nothing more than
+// the header that call needs anyway. The headers it hands out are
+// read-only, as every answer's header is: grpc-go reads the header a
+// caller is sent, and merges one set on a stream into a copy of its own.
+type entryHeaders struct {
+	slots [entrySlots]atomic.Value // metadata.MD
+}
+
+// entrySlots is how many headers entryHeaders keeps: more than the entries
+// of one steady load (a few outcomes, each with a ttl or none).
+const entrySlots = 32
+
+// entrySeed seeds the hashes that place entries in their slots.
+var entrySeed = maphash.MakeSeed()
+
+// alone returns a header that carries entry alone: the one its slot
+// holds, or a new one, which takes the slot.
+func (e *entryHeaders) alone(entry string) metadata.MD {
+	slot := &e.slots[maphash.String(entrySeed, entry)%entrySlots]
+	if kept, ok := slot.Load().(metadata.MD); ok && kept[CacheStatusHeader][0] == entry {
+		return kept
+	}
+	header := metadata.MD{CacheStatusHeader: {entry}}
+	slot.Store(header)
+	return header
 }

@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/collapser/collapser/src/internal/collapse"
 )
@@ -33,6 +39,50 @@ func TestServed_EntrySaysHowTheCallWasServed(t *testing.T) {
 			t.Errorf("%q is no RFC 9211 entry", tt.want)
 		}
 	}
+}
+
+func TestWithStatus_AnAnswerWithoutHeaderSharesOneHeaderPerEntry(t *testing.T) {
+	hit := served{outcome: collapse.Hit, left: collapse.Windows{TTL: 3 * time.Second}}
+	for _, header := range []metadata.MD{nil, {}} {
+		if got := withStatus(header, hit.entry()); len(got) != 1 || !slices.Equal(got[CacheStatusHeader], []string{"collapser; hit; ttl=3"}) {
+			t.Fatalf("header %v, want the entry alone", got)
+		}
+	}
+	var e entryHeaders
+	first := e.alone(hit.entry())
+	if again := e.alone(hit.entry()); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+		t.Error("the same entry got a header of its own: want the one built before")
+	}
+
+	// An answer's own header is every caller's: the entry goes into a copy.
+	theirs := metadata.MD{CacheStatusHeader: {"backend; hit"}, "x-a": {"1"}}
+	got := withStatus(theirs, hit.entry())
+	if want := []string{"backend; hit", "collapser; hit; ttl=3"}; !slices.Equal(got[CacheStatusHeader], want) || got.Get("x-a")[0] != "1" {
+		t.Errorf("header %v, want x-a and entries %q", got, want)
+	}
+	if !slices.Equal(theirs[CacheStatusHeader], []string{"backend; hit"}) {
+		t.Errorf("the answer's header changed to %v", theirs)
+	}
+}
+
+// TestEntryHeaders_EveryCallerGetsItsOwnEntry asks, at once from many
+// goroutines, for the headers of more entries than there are slots:
+// whichever header a slot keeps, each caller gets its own entry alone.
+func TestEntryHeaders_EveryCallerGetsItsOwnEntry(t *testing.T) {
+	var e entryHeaders
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				want := fmt.Sprintf("collapser; hit; ttl=%d", (g*500+i)%(4*entrySlots))
+				if h := e.alone(want); len(h) != 1 || !slices.Equal(h[CacheStatusHeader], []string{want}) {
+					t.Errorf("alone(%q) = %v", want, h)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // parseStatusEntry reads one cache-status entry as RFC 9211 defines it: a
