@@ -44,11 +44,12 @@ func (c *Collapser) invokeUnary(ctx context.Context, method string, req, reply a
 	in, inOK := req.(proto.Message)
 	out, outOK := reply.(proto.Message)
 	if rule.Action != policy.Collapse || !inOK || !outOK || !shareable(opts) {
-		return c.proxy.Pass(ctx, method, rule, func() (metadata.MD, error) {
-			var header metadata.MD
-			err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header))...)
-			return header, err
+		header, trailer, err := c.proxy.Pass(ctx, method, rule, func() (header, trailer metadata.MD, err error) {
+			err = invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
+			return header, trailer, err
 		})
+		fill(opts, header, trailer)
+		return err
 	}
 	payload, err := proto.Marshal(in)
 	if err != nil {
@@ -59,12 +60,12 @@ func (c *Collapser) invokeUnary(ctx context.Context, method string, req, reply a
 		keyed = metadata.MD{}
 	}
 	keyed[requestkey.Connection] = []string{c.conns.of(cc)}
-	resp, header, err := c.proxy.Call(ctx, method, rule, payload, keyed,
+	resp, sent, err := c.proxy.Call(ctx, method, rule, payload, keyed,
 		&invokerConn{cc: cc, invoker: invoker, request: in, reply: out, opts: opts})
 	if resp == nil {
 		return err
 	}
-	fill(opts, header, resp.Trailer)
+	fill(opts, sent.Header, sent.Trailer)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@ package collapser
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,7 +61,7 @@ func calls(n int, name, auth string) []step {
 // through the client interceptor (before the calls leave the client), and
 // checks that each makes the handler run as often as the case says and
 // serves every call as the sidecar does (collapser_requests_total by
-// outcome).
+// outcome), and tells each caller so alike (its cache-status entries).
 func TestParity_TheSidecarAndTheInterceptorsDecideAlike(t *testing.T) {
 	const keep = "default:\n  collapse: true\n  cacheTTL: 1h\n"
 	const ignoreRequestID = "methods:\n  - name: " + sayHello + "\n    keyIgnoreFields: [request_id]\n"
@@ -82,6 +85,7 @@ func TestParity_TheSidecarAndTheInterceptorsDecideAlike(t *testing.T) {
 		{name: "cache-control max-age=0", policy: keep, steps: calls(3, "cc=max-age=0", ""), runs: 3},
 		{name: "cache-control max-age=3600 beside a TTL of 0", policy: "default:\n  collapse: true\n  cacheTTL: 0s\n", steps: calls(3, "cc=max-age=3600", ""), runs: 1},
 		{name: "cache-control ignored", policy: "default:\n  collapse: true\n  cacheTTL: 0s\n  cacheControl: ignore\n", steps: calls(3, "cc=max-age=3600", ""), runs: 3},
+		{name: "an error passed through", policy: "default:\n  collapse: false\n", steps: calls(3, "missing", ""), runs: 3},
 		{name: "an error not kept", policy: keep, steps: calls(3, "missing", ""), runs: 3},
 		{name: "an error kept", policy: keep + "  cacheCodes: [NOT_FOUND]\n  cacheCodesTTL: 1h\n", steps: calls(3, "missing", ""), runs: 1},
 		{name: "a request field in the key", policy: keep, steps: []step{{name: "x", id: "1"}, {name: "x", id: "2"}}, runs: 2},
@@ -93,17 +97,20 @@ func TestParity_TheSidecarAndTheInterceptorsDecideAlike(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sidecarRuns, sidecarOutcomes := runParity(t, tt.policy, tt.keys, tt.steps, frontSidecar)
-			if sidecarRuns != tt.runs {
-				t.Errorf("sidecar: handler runs %d, want %d", sidecarRuns, tt.runs)
+			sidecar := runParity(t, tt.policy, tt.keys, tt.steps, frontSidecar)
+			if sidecar.runs != tt.runs {
+				t.Errorf("sidecar: handler runs %d, want %d", sidecar.runs, tt.runs)
 			}
 			for _, front := range []front{frontServer, frontClient} {
-				runs, outcomes := runParity(t, tt.policy, tt.keys, tt.steps, front)
-				if runs != tt.runs {
-					t.Errorf("%s: handler runs %d, want %d", front, runs, tt.runs)
+				got := runParity(t, tt.policy, tt.keys, tt.steps, front)
+				if got.runs != tt.runs {
+					t.Errorf("%s: handler runs %d, want %d", front, got.runs, tt.runs)
 				}
-				if !maps.Equal(outcomes, sidecarOutcomes) {
-					t.Errorf("outcomes: %s %v, sidecar %v; want the same", front, outcomes, sidecarOutcomes)
+				if !maps.Equal(got.outcomes, sidecar.outcomes) {
+					t.Errorf("outcomes: %s %v, sidecar %v; want the same", front, got.outcomes, sidecar.outcomes)
+				}
+				if !slices.Equal(got.entries, sidecar.entries) {
+					t.Errorf("cache-status entries: %s %q, sidecar %q; want the same", front, got.entries, sidecar.entries)
 				}
 			}
 		})
@@ -120,9 +127,16 @@ const (
 	frontClient  front = "client interceptor" // in the client, before its calls leave
 )
 
+// served is how a parity case's calls were served at one front.
+type served struct {
+	runs     int64          // the handler's runs
+	outcomes map[string]int // collapser_requests_total by outcome
+	entries  []string       // each call's cache-status entries, in its header and trailer, ttl left out
+}
+
 // runParity runs steps through a Collapser of policy and keys at front,
-// and returns how often the handler ran and how the calls were served.
-func runParity(t *testing.T, policy string, keys func(*Options), steps []step, at front) (int64, map[string]int) {
+// and returns how they were served.
+func runParity(t *testing.T, policy string, keys func(*Options), steps []step, at front) served {
 	t.Helper()
 	g := answerAsAsked()
 	var backend grpc.ClientConnInterface
@@ -143,6 +157,7 @@ func runParity(t *testing.T, policy string, keys func(*Options), steps []step, a
 		client = clientOf(t, c, g.Start(t))
 	}
 	ctx := testkit.Context(t)
+	var entries []string
 	for _, s := range steps {
 		if s.purge {
 			c.proxy.PurgeMethod(sayHello, proxy.Purge{})
@@ -155,7 +170,14 @@ func runParity(t *testing.T, policy string, keys func(*Options), steps []step, a
 		if s.auth != "" {
 			callCtx = metadata.AppendToOutgoingContext(callCtx, "authorization", s.auth)
 		}
-		_, _ = client.SayHello(callCtx, &hellov1.HelloRequest{Name: s.name, RequestId: s.id}) // an error is the case's answer
+		var header, trailer metadata.MD
+		_, _ = client.SayHello(callCtx, &hellov1.HelloRequest{Name: s.name, RequestId: s.id}, // an error is the case's answer
+			grpc.Header(&header), grpc.Trailer(&trailer))
+		entry := fmt.Sprintf("header %q, trailer %q", header.Get("cache-status"), trailer.Get("cache-status"))
+		entries = append(entries, ttlValue.ReplaceAllString(entry, "ttl=N")) // TTLs are jittered by key
 	}
-	return g.Calls.SayHello.Load(), outcomes(t, reg)
+	return served{runs: g.Calls.SayHello.Load(), outcomes: outcomes(t, reg), entries: entries}
 }
+
+// ttlValue is the ttl parameter of a cache-status entry.
+var ttlValue = regexp.MustCompile(`ttl=[0-9]+`)

@@ -64,19 +64,19 @@ func (c *Collapser) serveUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "collapser: encode the request of %s: %v", method, err)
 	}
-	resp, header, err := c.proxy.Call(ctx, method, rule, payload, c.proxy.Incoming(ctx),
+	resp, sent, err := c.proxy.Call(ctx, method, rule, payload, c.proxy.Incoming(ctx),
 		&handlerConn{caller: ctx, request: in.ProtoReflect().Type(), handler: handler})
 	if resp == nil {
 		return nil, err
 	}
-	if len(header) > 0 {
+	if len(sent.Header) > 0 {
 		// grpc-go merges it into a copy of its own: the answer's stays as it is.
-		if err := grpc.SetHeader(ctx, header); err != nil {
+		if err := grpc.SetHeader(ctx, sent.Header); err != nil {
 			return nil, err
 		}
 	}
-	if len(resp.Trailer) > 0 {
-		if err := grpc.SetTrailer(ctx, resp.Trailer); err != nil {
+	if len(sent.Trailer) > 0 {
+		if err := grpc.SetTrailer(ctx, sent.Trailer); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package collapser
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -129,4 +130,52 @@ func streamFront(t *testing.T, g *testkit.Greeter, policy string, sidecar bool) 
 		t.Fatal(err)
 	}
 	return c, hellov1.NewGreeterClient(dial(t, serveEngine(t, c)))
+}
+
+func TestStream_APassedThroughStreamIsToldSoAsTheSidecarTellsIt(t *testing.T) {
+	const bypass = "collapser; fwd=bypass"
+	tests := []struct {
+		name            string
+		send            func(grpc.ServerStreamingServer[hellov1.HelloReply]) error
+		header, trailer []string // the cache-status entries each carries
+		code            codes.Code
+	}{
+		{name: "the handler sends its header", header: []string{"backend; fwd=uri-miss", bypass},
+			send: func(s grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+				if err := s.SendHeader(metadata.Pairs("cache-status", "backend; fwd=uri-miss")); err != nil {
+					return err
+				}
+				return s.Send(&hellov1.HelloReply{Message: "one"})
+			}},
+		{name: "its first message sends the header", header: []string{bypass},
+			send: func(s grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+				return s.Send(&hellov1.HelloReply{Message: "one"})
+			}},
+		{name: "no message: trailers only", trailer: []string{bypass},
+			send: func(grpc.ServerStreamingServer[hellov1.HelloReply]) error { return nil }},
+		{name: "it fails before any header: trailers only", trailer: []string{bypass}, code: codes.NotFound,
+			send: func(grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+				return status.Error(codes.NotFound, "no such stream")
+			}},
+	}
+	for _, tt := range tests {
+		for _, sidecar := range []bool{false, true} {
+			t.Run(tt.name+map[bool]string{false: "/library", true: "/sidecar"}[sidecar], func(t *testing.T) {
+				g := &testkit.Greeter{StreamHellos: func(_ *hellov1.HelloRequest, s grpc.ServerStreamingServer[hellov1.HelloReply]) error {
+					return tt.send(s)
+				}}
+				_, client := streamFront(t, g, "", sidecar)
+				s := readStream(testkit.Context(t), client, "ann")
+				if status.Code(s.Err) != tt.code {
+					t.Fatalf("stream ended with %v, want %v", s.Err, tt.code)
+				}
+				if got := s.Header.Get("cache-status"); !slices.Equal(got, tt.header) {
+					t.Errorf("header's cache-status %q, want %q", got, tt.header)
+				}
+				if got := s.Trailer.Get("cache-status"); !slices.Equal(got, tt.trailer) {
+					t.Errorf("trailer's cache-status %q, want %q", got, tt.trailer)
+				}
+			})
+		}
+	}
 }

@@ -156,6 +156,56 @@ func sendStatusHeader(ss grpc.ServerStream, header metadata.MD, entry string, se
 	return ss.SendHeader(withStatus(header, entry))
 }
 
+// passStatus tells the caller of a call the library passes through how it
+// was served (its entry, fwd=bypass), on the stream the handler answers
+// on, where the proxy's own pass-through tells it: after the entries of the
+// header the handler sends; when the handler sends none, in the header set
+// when its first message goes or the call ends; in the trailer when no
+// message went and no header was set, as a trailers-only answer stays one. The
+// handler's stream is its own: a passStatus is used by one goroutine at a
+// time.
+type passStatus struct {
+	entry     string // "": the caller is told nothing
+	set, sent bool   // a header was set; the header was sent
+}
+
+// header returns md, a header the handler sets (or sends, when send), as
+// it goes on: a header sent carries the entry.
+func (s *passStatus) header(md metadata.MD, send bool) metadata.MD {
+	if s.sent || !send {
+		s.set = s.set || len(md) > 0
+		return md
+	}
+	s.sent = true
+	return withStatus(md, s.entry)
+}
+
+// beforeMessage sets the entry in the header, with setHeader, before the
+// first message sends it.
+func (s *passStatus) beforeMessage(setHeader func(metadata.MD) error) error {
+	if s.sent || s.entry == "" {
+		return nil
+	}
+	s.sent = true
+	return setHeader(statusHeaders.alone(s.entry))
+}
+
+// end sets the entry where the caller gets it, once the handler returned,
+// unless its header carried it: in the header (setHeader) when a message
+// goes after it (message: a unary call that succeeded) or the handler set
+// one, in the trailer (setTrailer) otherwise. A header the transport
+// refuses has gone already.
+func (s *passStatus) end(message bool, setHeader, setTrailer func(metadata.MD) error) {
+	if s.sent || s.entry == "" {
+		return
+	}
+	if message || s.set {
+		_ = setHeader(statusHeaders.alone(s.entry))
+		return
+	}
+	_ = setTrailer(statusHeaders.alone(s.entry))
+}
+
 // statusHeaders are the headers that carry one entry alone, the proxy's.
 var statusHeaders entryHeaders
 

@@ -78,26 +78,40 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 // while the call runs (Incoming's copy is the call's own).
 //
 // It returns the answer (nil when there is none: the call failed before it
-// answered, and the error says why), the header the caller gets (the
-// answer's, with the caller's cache-status entry after its own entries)
-// and the status the caller gets: the answer's (Response.Err) or why there
-// is no answer. Every caller of one answer gets the same *Response, and
-// may get its Header as its header: both are read-only.
-func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, metadata.MD, error) {
+// answered, and the error says why), what the caller gets and the status
+// the caller gets: the answer's (Response.Err) or why there is no answer.
+// Every caller of one answer gets the same *Response, which is read-only.
+func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, Sent, error) {
 	sub := contentSubtype(md)
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
 		key: p.keyOf(method, rule, sub, payload, md), backend: backend}
 	resp, outcome, left, err := p.share(ctx, &c, &p.callers)
 	p.logPanic(method, outcome, err)
-	var header metadata.MD
+	var sent Sent
 	if resp != nil {
 		err = resp.Err
-		header = withStatus(resp.Header, p.answerEntry(&p.callers, outcome, left, resp))
+		sent = sentWith(resp, p.answerEntry(&p.callers, outcome, left, resp))
 	} else {
 		err = callstatus.Of(err).Err()
 	}
 	p.report(ctx, RouteCaller, method, outcome.String(), callerCode(ctx, err), answeredBy(outcome, resp))
-	return resp, header, err
+	return resp, sent, err
+}
+
+// Sent is the header and trailer a caller of the library is sent with an
+// answer: the answer's, with the caller's cache-status entry after their
+// own entries where the proxy puts it (sendsHeader). Both are read-only:
+// they may be the answer's own, every caller's.
+type Sent struct {
+	Header, Trailer metadata.MD
+}
+
+// sentWith returns what a caller whose entry is entry is sent with resp.
+func sentWith(resp *Response, entry string) Sent {
+	if sendsHeader(resp, entry) {
+		return Sent{Header: withStatus(resp.Header, entry), Trailer: resp.Trailer}
+	}
+	return Sent{Header: resp.Header, Trailer: withStatus(resp.Trailer, entry)}
 }
 
 // Pass runs call, a call of method that its rule (Rule) does not collapse,
@@ -105,38 +119,56 @@ func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, paylo
 // through: counted as a backend call and a request passed through, and,
 // when it succeeds and its rule names what it invalidates, followed by the
 // purge on write before its status is returned. call returns the header
-// its answer came with (its tags are read from it) and its status; Pass
-// returns that status.
-func (p *Proxy) Pass(ctx context.Context, method string, rule policy.Rule, call func() (header metadata.MD, err error)) error {
-	var header metadata.MD
-	return p.pass(ctx, method, rule, func() tagged { return p.streamTags(header) }, func() (err error) {
-		header, err = call()
+// its answer came with (its tags are read from it; nil for a trailers-only
+// answer), its trailer and its status. Pass returns the header and trailer
+// the caller gets, the answer's with the caller's cache-status entry where
+// the proxy's own pass-through puts it (passStatus), and that status.
+func (p *Proxy) Pass(ctx context.Context, method string, rule policy.Rule, call func() (header, trailer metadata.MD, err error)) (metadata.MD, metadata.MD, error) {
+	var header, trailer metadata.MD
+	err := p.pass(ctx, method, rule, func() tagged { return p.streamTags(header) }, func() (err error) {
+		header, trailer, err = call()
 		return err
 	})
+	if entry := p.statusFor(&p.callers, statusBypass); entry != "" {
+		if header != nil {
+			header = withStatus(header, entry)
+		} else {
+			trailer = withStatus(trailer, entry)
+		}
+	}
+	return header, trailer, err
 }
 
 // PassServer is Pass for the library's server interceptor: call runs the
 // application's handler with the context it is given, whose stream takes
 // the tags header out of the answer's header on its way to the caller
-// (unless the proxy forwards it) and reads its tags, as the proxy does for
-// a call it passes through.
+// (unless the proxy forwards it), reads its tags, and adds the caller's
+// cache-status entry (passStatus), as the proxy does for a call it passes
+// through.
 func (p *Proxy) PassServer(ctx context.Context, method string, rule policy.Rule, call func(ctx context.Context) error) error {
 	ts := grpc.ServerTransportStreamFromContext(ctx)
 	if ts == nil {
 		return p.pass(ctx, method, rule, func() tagged { return tagged{} }, func() error { return call(ctx) })
 	}
-	tags := &tagTransport{ServerTransportStream: ts, p: p}
-	return p.pass(ctx, method, rule, func() tagged { return tags.tags }, func() error {
-		return call(grpc.NewContextWithServerTransportStream(ctx, tags))
+	t := &tagTransport{ServerTransportStream: ts, p: p, status: passStatus{entry: p.statusFor(&p.callers, statusBypass)}}
+	return p.pass(ctx, method, rule, func() tagged { return t.tags }, func() error {
+		err := call(grpc.NewContextWithServerTransportStream(ctx, t))
+		t.status.end(err == nil, ts.SetHeader, ts.SetTrailer)
+		return err
 	})
 }
 
 // PassStream is PassServer for a streaming call: call runs the
 // application's handler on the stream it is given, which reads the tags
-// of the header on its way to the caller, as the proxy's does.
+// of the header on its way to the caller and adds the caller's entry, as
+// the proxy's does.
 func (p *Proxy) PassStream(ss grpc.ServerStream, method string, rule policy.Rule, call func(grpc.ServerStream) error) error {
-	ts := &tagStream{ServerStream: ss, p: p}
-	return p.pass(ss.Context(), method, rule, func() tagged { return ts.tags }, func() error { return call(ts) })
+	ts := &tagStream{ServerStream: ss, p: p, status: passStatus{entry: p.statusFor(&p.callers, statusBypass)}}
+	return p.pass(ss.Context(), method, rule, func() tagged { return ts.tags }, func() error {
+		err := call(ts)
+		ts.status.end(false, ss.SetHeader, func(md metadata.MD) error { ss.SetTrailer(md); return nil })
+		return err
+	})
 }
 
 // Replay serves a server-streaming call of method, whose rule (Rule)
@@ -169,21 +201,23 @@ func (p *Proxy) pass(ctx context.Context, method string, rule policy.Rule, tags 
 
 // tagTransport is the stream of a call the library's server interceptor
 // passes through: as tagStream, it reads the tags of the answer's header
-// on the way, and takes the tags header out unless the proxy forwards it.
+// on the way, takes the tags header out unless the proxy forwards it, and
+// adds the caller's cache-status entry.
 type tagTransport struct {
 	grpc.ServerTransportStream
-	p    *Proxy
-	tags tagged
+	p      *Proxy
+	tags   tagged
+	status passStatus
 }
 
 // SetHeader implements grpc.ServerTransportStream.
 func (t *tagTransport) SetHeader(md metadata.MD) error {
-	return t.ServerTransportStream.SetHeader(t.p.takeTagsOf(md, &t.tags))
+	return t.ServerTransportStream.SetHeader(t.status.header(t.p.takeTagsOf(md, &t.tags), false))
 }
 
 // SendHeader implements grpc.ServerTransportStream.
 func (t *tagTransport) SendHeader(md metadata.MD) error {
-	return t.ServerTransportStream.SendHeader(t.p.takeTagsOf(md, &t.tags))
+	return t.ServerTransportStream.SendHeader(t.status.header(t.p.takeTagsOf(md, &t.tags), true))
 }
 
 // logPanic logs, once per flight (by its leader), a call that panicked.

@@ -68,21 +68,34 @@ func (p *Proxy) invalidateAfter(ctx context.Context, method string, inv *policy.
 
 // tagStream is a passed-through call's stream to its caller: it reads the
 // tags of the answer from its header on the way, and takes the tags header
-// out unless the proxy forwards it, as for collapsed calls.
+// out unless the proxy forwards it, as for collapsed calls. For the
+// library's stream interceptor, it adds the caller's cache-status entry
+// too (the proxy's own pass-through adds it as it forwards the backend's
+// header: its status has none).
 type tagStream struct {
 	grpc.ServerStream
-	p    *Proxy
-	tags tagged
+	p      *Proxy
+	tags   tagged
+	status passStatus
 }
 
 // SetHeader implements grpc.ServerStream.
 func (s *tagStream) SetHeader(md metadata.MD) error {
-	return s.ServerStream.SetHeader(s.p.takeTagsOf(md, &s.tags))
+	return s.ServerStream.SetHeader(s.status.header(s.p.takeTagsOf(md, &s.tags), false))
 }
 
 // SendHeader implements grpc.ServerStream.
 func (s *tagStream) SendHeader(md metadata.MD) error {
-	return s.ServerStream.SendHeader(s.p.takeTagsOf(md, &s.tags))
+	return s.ServerStream.SendHeader(s.status.header(s.p.takeTagsOf(md, &s.tags), true))
+}
+
+// SendMsg implements grpc.ServerStream: the first message sends the
+// header, with the entry.
+func (s *tagStream) SendMsg(m any) error {
+	if err := s.status.beforeMessage(s.ServerStream.SetHeader); err != nil {
+		return err
+	}
+	return s.ServerStream.SendMsg(m)
 }
 
 // takeTagsOf reads into tags the tags of md, a header on its way to a

@@ -339,13 +339,18 @@ func (p *Proxy) sendHeader(ss grpc.ServerStream, resp *Response, o *origin, entr
 			return fmt.Errorf("proxy: set header for caller: %w", refusedWrite(ss.Context(), err))
 		}
 	}
-	// A header goes when the answer has one, or a message to carry the
-	// entry in; an error answer without one goes as a trailers-only response.
-	send := len(resp.Header) > 0 || (resp.Err == nil && entry != "")
-	if err := sendStatusHeader(ss, resp.Header, entry, send); err != nil {
+	if err := sendStatusHeader(ss, resp.Header, entry, sendsHeader(resp, entry)); err != nil {
 		return fmt.Errorf("proxy: send header to caller: %w", refusedWrite(ss.Context(), err))
 	}
 	return nil
+}
+
+// sendsHeader reports whether resp goes to a caller whose entry is entry
+// (its cache-status entry, "" for none) with a header: when it has one, or
+// a message to carry the entry in; an error answer without one goes as a
+// trailers-only response, the entry in its trailer.
+func sendsHeader(resp *Response, entry string) bool {
+	return len(resp.Header) > 0 || (resp.Err == nil && entry != "")
 }
 
 // refusedWrite is the status of a write to the caller's stream (its
