@@ -87,3 +87,52 @@ func TestParseConfig_HelpGoesToStdout(t *testing.T) {
 		t.Errorf("stdout = %q, stderr = %q; want usage on stdout only", stdout.String(), stderr.String())
 	}
 }
+
+// TestPeersOf_EverySidecarPeerSettingReachesPeers sets every peer setting
+// of the sidecar's settings (Peers, Replicas, Peer...; a value of its own
+// each) and checks that each is in the library's Peers, and that every
+// setting of Peers is set: a setting added on either side and not mapped
+// fails here (the library's test checks the way back).
+func TestPeersOf_EverySidecarPeerSettingReachesPeers(t *testing.T) {
+	var s collapserconfig.Settings
+	sv := reflect.ValueOf(&s).Elem()
+	set := map[string]string{} // value → the sidecar setting that holds it
+	for i := range sv.NumField() {
+		name := sv.Type().Field(i).Name
+		if name != "Peers" && name != "Replicas" && !strings.HasPrefix(name, "Peer") {
+			continue
+		}
+		switch f := sv.Field(i); f.Kind() {
+		case reflect.String:
+			f.SetString(name + "-value")
+			set[f.String()] = name
+		case reflect.Bool:
+			f.SetBool(true)
+			set["true"] = name
+		default:
+			t.Fatalf("the sidecar's %s is a %s: map it by hand", name, f.Kind())
+		}
+	}
+	found := map[string]bool{}
+	pv := reflect.ValueOf(peersOf(s))
+	for i := range pv.NumField() {
+		f, name := pv.Field(i), pv.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.String:
+			if f.String() == "" {
+				t.Errorf("Peers.%s is not set from the sidecar's settings", name)
+			}
+			found[f.String()] = true
+		case reflect.Bool:
+			if !f.Bool() {
+				t.Errorf("Peers.%s is not set from the sidecar's settings", name)
+			}
+			found["true"] = true
+		}
+	}
+	for value, name := range set {
+		if !found[value] {
+			t.Errorf("the sidecar's %s (%q) reaches none of Peers' settings", name, value)
+		}
+	}
+}

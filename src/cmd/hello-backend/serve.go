@@ -141,10 +141,7 @@ func closeCollapser(c *collapser.Collapser) error {
 func newCollapser(s collapserconfig.Settings, reg prometheus.Registerer, logger *slog.Logger) (*collapser.Collapser, error) {
 	o := collapser.DefaultOptions()
 	o.PolicyFile, o.Policy, o.Keys, o.Engine, o.AdminTokenFile = s.PolicyFile, s.Policy, s.Key, s.Proxy, s.AdminTokenFile
-	o.Peers = collapser.Peers{
-		Target: s.Peers, Replicas: s.Replicas, Listen: s.PeerListen, TokenFile: s.PeerTokenFile,
-		CertFile: s.PeerTLSCertFile, KeyFile: s.PeerTLSKeyFile, CAFile: s.PeerTLSCAFile, Plaintext: s.PeerPlaintext,
-	}
+	o.Peers = peersOf(s)
 	o.Registerer = reg
 	o.Logger = logger
 	c, err := collapser.New(o)
@@ -152,6 +149,17 @@ func newCollapser(s collapserconfig.Settings, reg prometheus.Registerer, logger 
 		return nil, fmt.Errorf("--collapse: %w", err)
 	}
 	return c, nil
+}
+
+// peersOf returns the library's Peers of the sidecar's settings s: the
+// inverse of what the library passes its fleet (collapser.Peers'
+// settings), which TestPeersOf_EverySidecarPeerSettingReachesPeers and the
+// library's own test keep whole.
+func peersOf(s collapserconfig.Settings) collapser.Peers {
+	return collapser.Peers{
+		Target: s.Peers, Replicas: s.Replicas, Listen: s.PeerListen, TokenFile: s.PeerTokenFile,
+		CertFile: s.PeerTLSCertFile, KeyFile: s.PeerTLSKeyFile, CAFile: s.PeerTLSCAFile, Plaintext: s.PeerPlaintext,
+	}
 }
 
 // shutdown stops gs and the HTTP servers gracefully, forcing all after
