@@ -33,10 +33,16 @@ const (
 	statusOwn = cacheName + "; fwd=miss; detail=own-call"
 )
 
+// tells reports whether the proxy tells the callers of o how it served
+// them: when cache-status is on, and they are callers, not peers.
+func (p *Proxy) tells(o *origin) bool {
+	return p.cacheStatus && o.mark == nil
+}
+
 // statusFor returns entry when the proxy tells the callers of o how it
 // served them, "" otherwise.
 func (p *Proxy) statusFor(o *origin, entry string) string {
-	if p.cacheStatus && o.mark == nil {
+	if p.tells(o) {
 		return entry
 	}
 	return ""
@@ -46,7 +52,7 @@ func (p *Proxy) statusFor(o *origin, entry string) string {
 // with outcome, of which left is left here; "" when the proxy tells that
 // caller nothing.
 func (p *Proxy) answerEntry(o *origin, outcome collapse.Outcome, left collapse.Windows, resp *Response) string {
-	if !p.cacheStatus || o.mark != nil {
+	if !p.tells(o) {
 		return ""
 	}
 	return served{outcome: outcome, left: left, forwarded: resp.forwarded, private: resp.Private}.entry()
