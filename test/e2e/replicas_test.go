@@ -244,6 +244,14 @@ func waitForProxyPods(t *testing.T, kubectl *k8s.KubectlOptions, n int) []corev1
 // away, all available with every container ready, and returns them.
 func waitForPods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions, n int) []corev1.Pod {
 	t.Helper()
+	return waitForPodsThat(t, kubectl, selector, n, func([]corev1.Pod) error { return nil })
+}
+
+// waitForPodsThat is waitForPods for pods that, all together, also pass
+// check: what a rollout's step is known by when the pods before it are
+// as available as the pods after it.
+func waitForPodsThat(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.ListOptions, n int, check func([]corev1.Pod) error) []corev1.Pod {
+	t.Helper()
 	var pods []corev1.Pod
 	retry.DoWithRetry(t, fmt.Sprintf("%d pods %s available", n, selector.LabelSelector), 150, 2*time.Second, func() (string, error) {
 		all := k8s.ListPods(t, kubectl, selector)
@@ -256,7 +264,7 @@ func waitForPods(t *testing.T, kubectl *k8s.KubectlOptions, selector metav1.List
 		if len(pods) != n || len(all) != n {
 			return "", fmt.Errorf("%d pods, %d available, want %d", len(all), len(pods), n)
 		}
-		return "", nil
+		return "", check(pods)
 	})
 	return pods
 }

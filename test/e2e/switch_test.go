@@ -38,10 +38,7 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 	// helm --wait would wait for the held rollout to end.
 	library.ExtraArgs = map[string][]string{"upgrade": {"--timeout", "5m"}}
 	helm.Upgrade(t, &library, bursts.s.chartDir, release)
-	pods := waitForProxyPods(t, kubectl, replicas)
-	if sidecars, libraries := kinds(pods); sidecars != 1 || libraries != 2 {
-		t.Fatalf("the held rollout runs %d sidecar pods and %d library pods, want 1 and 2", sidecars, libraries)
-	}
+	pods := waitForKinds(t, kubectl, 1, replicas-1)
 	waitForEndpoints(t, kubectl, release, replicas)
 	waitForMembers(t, kubectl, replicas)
 	t.Run("a burst over a sidecar pod and two library pods makes one backend call", func(t *testing.T) {
@@ -67,9 +64,7 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 		if res.r.Errors != 0 {
 			t.Errorf("%d of %d calls failed while the release switched from the sidecar to the library", res.r.Errors, res.r.Requests)
 		}
-		if sidecars, libraries := kinds(waitForProxyPods(t, kubectl, replicas)); sidecars != 0 || libraries != replicas {
-			t.Fatalf("after the rollout: %d sidecar pods and %d library pods, want 0 and %d", sidecars, libraries, replicas)
-		}
+		waitForKinds(t, kubectl, 0, replicas)
 	})
 
 	// The load's distinct calls left SayHello kept on the library pods, as
@@ -93,6 +88,21 @@ func checkRollingSwitch(t *testing.T, kubectl *k8s.KubectlOptions, opts *helm.Op
 			t.Errorf("backend calls %d then %d, want 1 to %d (at most one per pod), then 1", first.BackendCalls, second.BackendCalls, replicas)
 			logPodCounters(t, kubectl, "a library pod")
 		}
+	})
+}
+
+// waitForKinds waits until the release runs exactly sidecars sidecar pods
+// and libraries library pods, all available, and returns them. helm upgrade
+// returns once the Deployment is changed, before its controller acts: until
+// then the pods before the change are listed, available, and none going
+// away (a wait for the count alone once returned them).
+func waitForKinds(t *testing.T, kubectl *k8s.KubectlOptions, sidecars, libraries int) []corev1.Pod {
+	t.Helper()
+	return waitForPodsThat(t, kubectl, proxyPodSelector, sidecars+libraries, func(pods []corev1.Pod) error {
+		if s, l := kinds(pods); s != sidecars || l != libraries {
+			return fmt.Errorf("%d sidecar pods and %d library pods, want %d and %d", s, l, sidecars, libraries)
+		}
+		return nil
 	})
 }
 
