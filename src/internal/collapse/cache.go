@@ -166,7 +166,7 @@ func (g *Group[V]) evictElsewhere(s *shard[V]) bool {
 
 // sweep evicts the shard's results that are gone. The caller holds s.mu.
 func (g *Group[V]) sweep(s *shard[V], now int64) {
-	for s.heap.Len() > 0 && s.heap.First().gone() <= now {
+	for s.heap.Len() > 0 && s.heap.FirstExpiry() <= now {
 		g.evict(s, s.heap.First())
 	}
 }

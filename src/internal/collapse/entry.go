@@ -85,9 +85,9 @@ func (e *entry[V]) leave() {
 	}
 }
 
-// ExpiresBefore orders held results in their shard's heap by when they are
-// gone (expiryheap.Item).
-func (e *entry[V]) ExpiresBefore(o *entry[V]) bool { return e.gone() < o.gone() }
+// Expiry orders held results in their shard's heap by when they are gone
+// (expiryheap.Item).
+func (e *entry[V]) Expiry() int64 { return e.gone() }
 
 // HeapIndex is where the shard's heap keeps e's position (expiryheap.Item).
 func (e *entry[V]) HeapIndex() *int { return &e.index }

@@ -1,6 +1,8 @@
 package expiryheap_test
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -15,8 +17,8 @@ type item struct {
 	index   int
 }
 
-func (i *item) ExpiresBefore(o *item) bool { return i.expires < o.expires }
-func (i *item) HeapIndex() *int            { return &i.index }
+func (i *item) Expiry() int64   { return int64(i.expires) }
+func (i *item) HeapIndex() *int { return &i.index }
 
 func TestHeap_FirstToExpireFirstAndRemovalFromAnywhere(t *testing.T) {
 	var h expiryheap.Heap[*item]
@@ -62,5 +64,60 @@ func TestHeap_FixMovesAnItemWhoseExpiryChanged(t *testing.T) {
 	h.Fix(items[2])
 	if h.First() != items[0] {
 		t.Fatalf("First() expires %d, want 1 after the item moved back", h.First().expires)
+	}
+}
+
+func TestHeap_AnyPushesFixesAndRemovalsKeepTheOrder(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		var h expiryheap.Heap[*item]
+		var live []*item
+		for range 500 {
+			switch op := r.IntN(4); {
+			case op < 2 || len(live) == 0:
+				it := &item{expires: r.IntN(100), index: -1}
+				h.Push(it)
+				live = append(live, it)
+			case op == 2:
+				it := live[r.IntN(len(live))]
+				it.expires = r.IntN(100)
+				h.Fix(it)
+			default:
+				i := r.IntN(len(live))
+				h.Remove(live[i])
+				if live[i].index != -1 {
+					t.Fatalf("seed %d: removed item's index = %d, want -1", seed, live[i].index)
+				}
+				live = slices.Delete(live, i, i+1)
+			}
+			checkIndexes(t, &h, live)
+		}
+		for len(live) > 0 {
+			first := h.First()
+			if min := slices.MinFunc(live, func(a, b *item) int { return a.expires - b.expires }); first.expires != min.expires {
+				t.Fatalf("seed %d: First() expires at %d, want %d", seed, first.expires, min.expires)
+			}
+			if h.FirstExpiry() != int64(first.expires) {
+				t.Fatalf("seed %d: FirstExpiry() = %d, want %d", seed, h.FirstExpiry(), first.expires)
+			}
+			h.Remove(first)
+			live = slices.DeleteFunc(live, func(it *item) bool { return it == first })
+		}
+	}
+}
+
+// checkIndexes fails unless the Heap holds exactly live, each at an index
+// of its own.
+func checkIndexes(t *testing.T, h *expiryheap.Heap[*item], live []*item) {
+	t.Helper()
+	if h.Len() != len(live) {
+		t.Fatalf("Len() = %d, want %d", h.Len(), len(live))
+	}
+	seen := make([]bool, len(live))
+	for _, it := range live {
+		if it.index < 0 || it.index >= len(live) || seen[it.index] {
+			t.Fatalf("index %d of %d items, or taken twice", it.index, len(live))
+		}
+		seen[it.index] = true
 	}
 }

@@ -97,12 +97,12 @@ const stringHeader = 16
 // (104 bytes in Go 1.26) in its 112-byte size class.
 const Chan = 112
 
-// IndexSlot is what an object kept in a map by a string key and in a heap
-// of pointers (expiryheap) costs those two beside itself: a map slot of the
-// key's string header and the pointer, with its control byte, at the map's
-// average load of 3/4, and the heap array's pointer at its average fill,
-// 3/4.
-const IndexSlot = (stringHeader+8+1)*4/3 + 8*4/3
+// IndexSlot is what an object kept in a map by a string key and in an
+// expiryheap costs those two beside itself: a map slot of the key's string
+// header and the pointer, with its control byte, at the map's average load
+// of 3/4, and the heap array's slot (the pointer and its expiry) at its
+// average fill, 3/4.
+const IndexSlot = (stringHeader+8+1)*4/3 + (8+8)*4/3
 
 // mdSlot is one metadata.MD slot: a string key and a []string value.
 const mdSlot = stringHeader + 24

@@ -60,8 +60,12 @@ func newRecord(parent context.Context, s *Streams, key string, life Life) (*reco
 	return &record{key: key, streams: s, life: life, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}, ctx
 }
 
-// ExpiresBefore orders kept records by expiry (expiryheap.Item).
-func (r *record) ExpiresBefore(o *record) bool { return r.expires.Before(o.expires) }
+// Expiry orders kept records by when they expire (expiryheap.Item): their
+// time from epoch, on the monotonic clock as Streams.sweep compares them.
+func (r *record) Expiry() int64 { return int64(r.expires.Sub(epoch)) }
+
+// epoch is the origin of the records' expiries in Streams.held.
+var epoch = time.Now()
 
 // HeapIndex is where Streams.held keeps r's position (expiryheap.Item).
 func (r *record) HeapIndex() *int { return &r.index }
