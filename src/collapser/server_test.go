@@ -2,8 +2,10 @@ package collapser
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,5 +324,31 @@ func TestInterceptors_TellTheCallerHowItsCallWasServed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestServer_TheHandlerSeesTheCallersMetadataAsSent(t *testing.T) {
+	// The interceptor keys a call by grpc-go's own map of its metadata,
+	// which the handler reads too: the backend call that runs the handler
+	// takes a map of its own, and the handler sees every header it would
+	// see without the interceptor, transport headers included.
+	names := func(ctx context.Context, _ *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		return &hellov1.HelloReply{Message: strings.Join(slices.Sorted(maps.Keys(md)), " ")}, nil
+	}
+	plain := hellov1.NewGreeterClient(dial(t, (&testkit.Greeter{SayHello: names}).Start(t)))
+	c, _ := newCollapser(t, "default:\n  collapse: true\n", nil)
+	collapsed := serveGreeter(t, c, &testkit.Greeter{SayHello: names})
+	ctx := metadata.AppendToOutgoingContext(testkit.Context(t), "x-a", "1")
+	want, err := plain.SayHello(ctx, &hellov1.HelloRequest{Name: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := collapsed.SayHello(ctx, &hellov1.HelloRequest{Name: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetMessage() != want.GetMessage() {
+		t.Errorf("with the interceptor the handler sees the headers %q, want %q as without it", got.GetMessage(), want.GetMessage())
 	}
 }

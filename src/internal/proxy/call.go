@@ -63,7 +63,9 @@ func (p *Proxy) Rule(method string) policy.Rule {
 // Incoming returns the metadata a call the library's server interceptor
 // serves is keyed by, as the proxy keys a call on its own port: the call's
 // metadata, without the peers' headers, and with the caller's verified TLS
-// certificate named in ClientCertHeader. It is the call's own copy.
+// certificate named in ClientCertHeader. It is read-only: often it is
+// grpc-go's own map of the call's metadata, which the caller's context
+// holds.
 func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 	return incoming(ctx, &p.callers)
 }
@@ -74,8 +76,8 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 // share one call, made on backend, and its answer is kept, served stale
 // and purged as the rule and the answer's cache-control say, exactly as
 // for a call the proxy serves itself. The call is made with md's
-// forwardable headers as its outgoing metadata; md must stay unchanged
-// while the call runs (Incoming's copy is the call's own).
+// forwardable headers as its outgoing metadata; md is only read, and must
+// stay unchanged while the call runs.
 //
 // It returns the answer (nil when there is none: the call failed before it
 // answered, and the error says why), what the caller gets and the status

@@ -80,18 +80,92 @@ var peerHeaders = func() map[string]bool {
 // wrote there; without one, the header is kept as sent (a mesh proxy in
 // front sets it), a credential in the key either way. On the peer port the
 // connection's certificate is a replica's: the forwarder's header is kept.
-// The map is the call's own copy (grpc-go copies it for each
-// FromIncomingContext).
+//
+// The map is read-only: unless the proxy changes it (then it is a copy of
+// its own), it is the call's own metadata as grpc-go keeps it (sharedIncoming),
+// which every reader of the call's context sees.
 func incoming(ctx context.Context, o *origin) metadata.MD {
-	md, _ := metadata.FromIncomingContext(ctx)
+	md, shared := sharedIncoming(ctx)
+	var cert *x509.Certificate
+	if o.clientCert {
+		cert = verifiedClientCert(ctx)
+	}
+	if cert == nil && !carriesAny(md, peers.Headers) {
+		return md
+	}
+	if shared {
+		md = md.Copy()
+	}
 	for _, h := range peers.Headers {
 		delete(md, h)
 	}
-	if cert := verifiedClientCert(ctx); cert != nil && o.clientCert {
+	if cert != nil {
 		sum := sha256.Sum256(cert.Raw)
 		md[ClientCertHeader] = []string{"Hash=" + hex.EncodeToString(sum[:])}
 	}
 	return md
+}
+
+// carriesAny reports whether md has any of the headers names.
+func carriesAny(md metadata.MD, names []string) bool {
+	for _, h := range names {
+		if _, ok := md[h]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedIncoming returns the incoming metadata of ctx and true when it is
+// grpc-go's own map, shared by every reader of ctx and not to be changed;
+// otherwise a copy (metadata.FromIncomingContext) and false. grpc-go hands
+// out only copies of all of it (six allocations for a call with four
+// headers, a third of a cache hit's), and a key reads every header. The
+// map is shared only when its names are as grpc-go's transport writes them
+// (lower case): one an interceptor attached could hold others, which
+// FromIncomingContext lower-cases, so that no credential's name hides.
+func sharedIncoming(ctx context.Context) (metadata.MD, bool) {
+	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok && lowerCaseNames(md) {
+		return md, true
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	return md, false
+}
+
+// lowerCaseNames reports whether no name in md has an upper-case ASCII
+// letter (gRPC metadata names are ASCII).
+func lowerCaseNames(md metadata.MD) bool {
+	for k := range md {
+		for i := range len(k) {
+			if 'A' <= k[i] && k[i] <= 'Z' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// incomingKey is the key grpc-go keeps a call's incoming metadata under in
+// its context, an unexported type of its metadata package: asked to read a
+// context that records what it is asked for, FromIncomingContext tells it.
+// If a grpc-go to come read it otherwise, the key is nil, no context holds
+// a value under it, and sharedIncoming copies as FromIncomingContext does.
+var incomingKey = func() any {
+	r := keyRecorder{Context: context.Background()}
+	metadata.FromIncomingContext(&r)
+	return r.key
+}()
+
+// keyRecorder is a context that records the key its value is asked for.
+type keyRecorder struct {
+	context.Context
+	key any
+}
+
+// Value implements context.Context.
+func (r *keyRecorder) Value(key any) any {
+	r.key = key
+	return nil
 }
 
 // ClientCertHeader names the caller's TLS certificate, when it presented

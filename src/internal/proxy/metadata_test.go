@@ -1,15 +1,23 @@
 package proxy
 
 import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"reflect"
 	"testing"
 	"unsafe"
 
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/collapser/collapser/src/internal/heapsize"
+	"github.com/collapser/collapser/src/internal/peers"
 )
 
 func TestForwardable_DropsTransportHeadersKeepsTheRest(t *testing.T) {
@@ -105,6 +113,64 @@ func TestKept_DropsHopHeadersAndKeepsNothingOfAnEmptyMap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := kept(tt.md); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("kept = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIncoming_ReadsTheCallsMetadataWithoutCopyingIt(t *testing.T) {
+	ctx := metadata.NewIncomingContext(t.Context(), metadata.Pairs(":authority", "sidecar:50052", "authorization", "Bearer ann", "x-a", "1"))
+	callers := &origin{clientCert: true}
+	if n := testing.AllocsPerRun(100, func() { incoming(ctx, callers) }); n != 0 {
+		t.Errorf("incoming allocates %v times, want 0: it reads grpc-go's own map", n)
+	}
+	want := metadata.MD{":authority": {"sidecar:50052"}, "authorization": {"Bearer ann"}, "x-a": {"1"}}
+	if got := incoming(ctx, callers); !reflect.DeepEqual(got, want) {
+		t.Errorf("incoming = %v, want %v", map[string][]string(got), map[string][]string(want))
+	}
+}
+
+func TestIncoming_ChangesOnlyACopy(t *testing.T) {
+	cert := &x509.Certificate{Raw: []byte("a caller's certificate")}
+	sum := sha256.Sum256(cert.Raw)
+	verified := peer.NewContext(t.Context(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		VerifiedChains: [][]*x509.Certificate{{cert}}, PeerCertificates: []*x509.Certificate{cert}}}})
+	tests := []struct {
+		name string
+		ctx  context.Context
+		md   metadata.MD // attached as it is, not through metadata.New
+		want metadata.MD
+	}{
+		{
+			name: "a peer's header is dropped",
+			ctx:  t.Context(),
+			md:   metadata.MD{peers.Headers[0]: {"forged"}, "x-a": {"1"}},
+			want: metadata.MD{"x-a": {"1"}},
+		},
+		{
+			name: "a verified certificate names the caller",
+			ctx:  verified,
+			md:   metadata.MD{ClientCertHeader: {"Hash=forged"}, "x-a": {"1"}},
+			want: metadata.MD{ClientCertHeader: {"Hash=" + hex.EncodeToString(sum[:])}, "x-a": {"1"}},
+		},
+		{
+			// An interceptor before may attach names grpc-go's transport
+			// never writes: a credential must still be found by its name.
+			name: "names in upper case are lowered",
+			ctx:  t.Context(),
+			md:   metadata.MD{"Authorization": {"Bearer ann"}},
+			want: metadata.MD{"authorization": {"Bearer ann"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			attached := maps.Clone(tt.md)
+			ctx := metadata.NewIncomingContext(tt.ctx, attached)
+			if got := incoming(ctx, &origin{clientCert: true}); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("incoming = %v, want %v", map[string][]string(got), map[string][]string(tt.want))
+			}
+			if !reflect.DeepEqual(attached, tt.md) {
+				t.Errorf("the call's own metadata became %v, want it unchanged: %v", map[string][]string(attached), map[string][]string(tt.md))
 			}
 		})
 	}

@@ -25,7 +25,7 @@ var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 func (p *Proxy) passthrough(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	md := incoming(ss.Context(), o)
 	opts := p.callOptions(contentSubtype(md), authority(md))
-	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), strip(md)))
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(md)))
 	defer cancel()
 
 	oneRequest := rule.Kind == methodkind.Unary || rule.Kind == methodkind.ServerStreaming

@@ -281,15 +281,15 @@ type exchange struct {
 
 // outgoing returns the context and options of a backend call for a caller
 // that sent md with content subtype sub: its authority and its forwardable
-// headers, with x to receive the backend's. md is the caller's own copy
-// (incoming), read by nothing after the call is made, so it is stripped in
-// place rather than copied. It is a function of its own so that what it
+// headers, with x to receive the backend's. md is only read (incoming may
+// return grpc-go's own map): the call gets a map of its own. It is a
+// function of its own so that what it
 // holds is off the stack while the call runs: the call runs deep in the
 // caller's stack, below the collapse group's frames, and a deeper stack may
 // have to grow (a copy of it) on every call.
 func (p *Proxy) outgoing(ctx context.Context, sub string, md metadata.MD, x *exchange) (context.Context, []grpc.CallOption) {
 	opts := append(p.callOptions(sub, authority(md)), grpc.Header(&x.header), grpc.Trailer(&x.trailer))
-	return metadata.NewOutgoingContext(ctx, strip(md)), opts
+	return metadata.NewOutgoingContext(ctx, forwardable(md)), opts
 }
 
 // response is what a backend call that answered out with header and
