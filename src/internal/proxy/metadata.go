@@ -132,14 +132,11 @@ func sharedIncoming(ctx context.Context) (metadata.MD, bool) {
 	return md, false
 }
 
-// lowerCaseNames reports whether no name in md has an upper-case ASCII
-// letter (gRPC metadata names are ASCII).
+// lowerCaseNames reports whether no name in md has an upper-case letter.
 func lowerCaseNames(md metadata.MD) bool {
 	for k := range md {
-		for i := range len(k) {
-			if 'A' <= k[i] && k[i] <= 'Z' {
-				return false
-			}
+		if requestkey.HasUpper(k) {
+			return false
 		}
 	}
 	return true

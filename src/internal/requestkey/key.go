@@ -47,7 +47,7 @@ func (r *Rule) Key(method, subtype string, payload []byte, md metadata.MD) strin
 			continue
 		}
 		name := orig
-		if hasUpper(orig) {
+		if HasUpper(orig) {
 			name = strings.ToLower(orig)
 		}
 		if r.keeps(name) {
@@ -116,7 +116,10 @@ func valueCount(hs []header) int {
 	return n
 }
 
-func hasUpper(s string) bool {
+// HasUpper reports whether the metadata name s has an upper-case ASCII
+// letter: grpc-go's transport writes names in lower case, and a name
+// attached otherwise must be lowered before it is compared.
+func HasUpper(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if 'A' <= s[i] && s[i] <= 'Z' {
 			return true
