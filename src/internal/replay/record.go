@@ -60,9 +60,12 @@ func newRecord(parent context.Context, s *Streams, key string, life Life) (*reco
 	return &record{key: key, streams: s, life: life, cancel: cancel, changed: make(chan struct{}), readers: 1, index: -1}, ctx
 }
 
-// Expiry orders kept records by when they expire (expiryheap.Item): their
-// time from epoch, on the monotonic clock as Streams.sweep compares them.
-func (r *record) Expiry() int64 { return int64(r.expires.Sub(epoch)) }
+// Expiry orders kept records by when they expire (expiryheap.Item).
+func (r *record) Expiry() int64 { return sinceEpoch(r.expires) }
+
+// sinceEpoch is t as Streams.held orders it: its time from epoch, on the
+// monotonic clock when t reads it (Streams.now's do).
+func sinceEpoch(t time.Time) int64 { return int64(t.Sub(epoch)) }
 
 // epoch is the origin of the records' expiries in Streams.held.
 var epoch = time.Now()

@@ -254,7 +254,7 @@ func (s *Streams) leave(r *record) {
 
 // sweep drops the kept records that expired. The caller holds s.mu.
 func (s *Streams) sweep(now time.Time) {
-	for s.held.Len() > 0 && !now.Before(s.held.First().expires) {
+	for at := sinceEpoch(now); s.held.Len() > 0 && s.held.FirstExpiry() <= at; {
 		s.drop(s.held.First())
 	}
 }
