@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,19 @@ type Recorder struct {
 	handoffs        *prometheus.CounterVec
 	purges          *prometheus.CounterVec
 	purgedEntries   *prometheus.CounterVec
+	// served holds the requests series counted so far (servedSeries →
+	// prometheus.Counter), every call's count: a lookup of its own costs
+	// less than the vector's hash of three label values and its lock. No
+	// series is ever deleted, and every label is of a bounded set (methods,
+	// outcomes, codes), so it holds no more than the vectors do.
+	served sync.Map
+}
+
+// servedSeries names one series of the requests counters (Recorder.served).
+type servedSeries struct {
+	route           proxy.Route
+	method, outcome string
+	code            codes.Code
 }
 
 // counterVec is a counter vector named name, with help and labels.
@@ -155,7 +169,12 @@ func (s *Recorder) counters() []prometheus.Collector {
 // collapser_peer_requests_total for what a peer forwarded. A sampled span
 // in ctx, the call's, is the count's exemplar.
 func (s *Recorder) ObserveRequest(ctx context.Context, route proxy.Route, method, outcome string, code codes.Code) {
-	s.add(ctx, s.routed(route).WithLabelValues(s.methods.Label(method), outcome, codeName(code)))
+	k := servedSeries{route: route, method: s.methods.Label(method), outcome: outcome, code: knownCode(code)}
+	c, ok := s.served.Load(k)
+	if !ok {
+		c, _ = s.served.LoadOrStore(k, s.routed(route).WithLabelValues(k.method, outcome, codeName(code)))
+	}
+	s.add(ctx, c.(prometheus.Counter))
 }
 
 // routed returns the requests series of route.
@@ -281,9 +300,12 @@ func (s *Recorder) touch(method string, r policy.Rule, peers bool) {
 
 // codeName is the code label value. Codes outside the gRPC set are reported as
 // Unknown, which keeps the label bounded and avoids formatting "Code(n)".
-func codeName(c codes.Code) string {
+func codeName(c codes.Code) string { return knownCode(c).String() }
+
+// knownCode is c, or codes.Unknown for a code gRPC does not define.
+func knownCode(c codes.Code) codes.Code {
 	if c > codes.Unauthenticated {
-		return codes.Unknown.String()
+		return codes.Unknown
 	}
-	return c.String()
+	return c
 }

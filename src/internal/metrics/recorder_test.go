@@ -129,6 +129,18 @@ collapser_requests_total{code="Unknown",method="/hello.v1.Greeter/SayHello",outc
 	}
 }
 
+func TestRecorder_ObserveRequestHoldsOneSeriesPerLabels(t *testing.T) {
+	s, _ := newTestRecorder(t, nil)
+	for c := range 1000 {
+		s.ObserveRequest(context.Background(), proxy.RouteCaller, sayHello, "error", codes.Code(17+c))
+	}
+	var held int
+	s.served.Range(func(any, any) bool { held++; return true })
+	if held != 1 {
+		t.Errorf("series held for 1,000 codes gRPC does not define = %d, want 1 (Unknown's)", held)
+	}
+}
+
 func TestRecorder_ObserveBackendCallRecordsCountAndDuration(t *testing.T) {
 	s, _ := newTestRecorder(t, nil)
 	s.ObserveBackendCall(context.Background(), sayHello, codes.OK, 20*time.Millisecond)
