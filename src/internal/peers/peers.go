@@ -91,6 +91,10 @@ const (
 	HandoffHeader = "collapser-peer-handoff"
 )
 
+// HeaderPrefix begins every header above: a name without it is none of
+// them.
+const HeaderPrefix = "collapser-"
+
 // Headers lists the headers above.
 var Headers = []string{HashHeader, HopHeader, ServedHeader, SharedHeader, RefreshHeader, TokenHeader, LifeHeader, HandoffHeader}
 

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -17,6 +18,14 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestHeaders_BeginWithTheirPrefix(t *testing.T) {
+	for _, h := range Headers {
+		if !strings.HasPrefix(h, HeaderPrefix) {
+			t.Errorf("peer header %q does not begin with %q", h, HeaderPrefix)
+		}
+	}
+}
 
 // plain is the transport of the tests' connections to peers that ask for
 // no credentials (the sidecar's tests try those).

@@ -85,12 +85,12 @@ var peerHeaders = func() map[string]bool {
 // its own), it is the call's own metadata as grpc-go keeps it (sharedIncoming),
 // which every reader of the call's context sees.
 func incoming(ctx context.Context, o *origin) metadata.MD {
-	md, shared := sharedIncoming(ctx)
+	md, shared, peered := sharedIncoming(ctx)
 	var cert *x509.Certificate
 	if o.clientCert {
 		cert = verifiedClientCert(ctx)
 	}
-	if cert == nil && !carriesAny(md, peers.Headers) {
+	if cert == nil && !peered {
 		return md
 	}
 	if shared {
@@ -106,16 +106,6 @@ func incoming(ctx context.Context, o *origin) metadata.MD {
 	return md
 }
 
-// carriesAny reports whether md has any of the headers names.
-func carriesAny(md metadata.MD, names []string) bool {
-	for _, h := range names {
-		if _, ok := md[h]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // sharedIncoming returns the incoming metadata of ctx and true when it is
 // grpc-go's own map, shared by every reader of ctx and not to be changed;
 // otherwise a copy (metadata.FromIncomingContext) and false. grpc-go hands
@@ -124,22 +114,26 @@ func carriesAny(md metadata.MD, names []string) bool {
 // map is shared only when its names are as grpc-go's transport writes them
 // (lower case): one an interceptor attached could hold others, which
 // FromIncomingContext lower-cases, so that no credential's name hides.
-func sharedIncoming(ctx context.Context) (metadata.MD, bool) {
-	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok && lowerCaseNames(md) {
-		return md, true
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	return md, false
-}
-
-// lowerCaseNames reports whether no name in md has an upper-case letter.
-func lowerCaseNames(md metadata.MD) bool {
-	for k := range md {
-		if requestkey.HasUpper(k) {
-			return false
+// peered reports whether it holds a peer's header (peers.Headers).
+func sharedIncoming(ctx context.Context) (md metadata.MD, shared, peered bool) {
+	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok {
+		// One pass over the names answers both questions.
+		upper := false
+		for k := range md {
+			upper = upper || requestkey.HasUpper(k)
+			peered = peered || strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
+		}
+		if !upper {
+			return md, true, peered
 		}
 	}
-	return true
+	md, _ = metadata.FromIncomingContext(ctx)
+	for _, h := range peers.Headers {
+		if _, ok := md[h]; ok {
+			return md, false, true
+		}
+	}
+	return md, false, false
 }
 
 // incomingKey is the key grpc-go keeps a call's incoming metadata under in
@@ -191,9 +185,9 @@ func verifiedClientCert(ctx context.Context) *x509.Certificate {
 // "" for "application/grpc", "json" for "application/grpc+json" (lower case,
 // parameters after ';' dropped).
 func contentSubtype(md metadata.MD) string {
-	ct := md.Get("content-type")
-	if len(ct) == 0 {
-		return ""
+	ct := md["content-type"] // grpc-go's transport writes it in lower case, and incoming has it so
+	if len(ct) == 0 || ct[0] == "application/grpc" {
+		return "" // what every grpc-go client sends for protobuf
 	}
 	rest, ok := strings.CutPrefix(strings.ToLower(ct[0]), "application/grpc")
 	if !ok {
