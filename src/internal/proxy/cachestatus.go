@@ -31,6 +31,8 @@ const (
 	// kept (a replayed stream's record took no new reader, or the proxy
 	// serves nothing it keeps now).
 	statusOwn = cacheName + "; fwd=miss; detail=own-call"
+	// statusPrivate: an answer its caller alone gets, never kept.
+	statusPrivate = cacheName + "; fwd=miss; detail=private"
 )
 
 // tells reports whether the proxy tells the callers of o how it served
@@ -79,26 +81,27 @@ type served struct {
 //
 // with detail=forwarded on a call made by the key's owner.
 func (s served) entry() string {
-	b := make([]byte, 0, 64)
-	b = append(b, cacheName...)
 	switch s.outcome {
-	case collapse.Hit:
-		return string(appendTTL(append(b, "; hit"...), s.left.TTL))
 	case collapse.Stale:
-		return string(append(b, "; hit; ttl=0; detail=stale"...))
+		return cacheName + "; hit; ttl=0; detail=stale"
 	case collapse.StaleOnError:
-		return string(append(b, "; fwd=stale; detail=stale-if-error"...))
+		return cacheName + "; fwd=stale; detail=stale-if-error"
 	case collapse.Private:
-		return string(append(b, "; fwd=miss; detail=private"...))
+		return statusPrivate
 	case collapse.Own:
 		return statusOwn
 	case collapse.Pass:
-		return string(append(b, "; fwd=bypass; detail=hit-for-pass"...))
+		return cacheName + "; fwd=bypass; detail=hit-for-pass"
+	}
+	if s.outcome != collapse.Hit && s.private { // its leader's: the followers made calls of their own (Private)
+		return statusPrivate
+	}
+	var buf [64]byte // on the stack: a kept header's entry (statusHeaders.entry) is no new string
+	b := append(buf[:0], cacheName...)
+	if s.outcome == collapse.Hit {
+		return statusHeaders.entry(appendTTL(append(b, "; hit"...), s.left.TTL))
 	}
 	b = append(b, "; fwd=miss"...)
-	if s.private { // its leader's: the followers made calls of their own (Private)
-		return string(append(b, "; detail=private"...))
-	}
 	if s.outcome == collapse.Join {
 		b = append(b, "; collapsed"...)
 	}
@@ -108,7 +111,7 @@ func (s served) entry() string {
 	if s.forwarded {
 		b = append(b, "; detail=forwarded"...)
 	}
-	return string(b)
+	return statusHeaders.entry(b)
 }
 
 // appendTTL appends ttl, in whole seconds.
@@ -235,6 +238,18 @@ const entrySlots = 32
 
 // entrySeed seeds the hashes that place entries in their slots.
 var entrySeed = maphash.MakeSeed()
+
+// entry returns b as a string: the one in the header its slot holds when
+// that header carries b, or a new one, whose header then takes the slot.
+func (e *entryHeaders) entry(b []byte) string {
+	slot := &e.slots[maphash.Bytes(entrySeed, b)%entrySlots] // alone's slot: maphash.String of the same bytes
+	if kept, ok := slot.Load().(metadata.MD); ok && kept[CacheStatusHeader][0] == string(b) {
+		return kept[CacheStatusHeader][0]
+	}
+	entry := string(b)
+	slot.Store(metadata.MD{CacheStatusHeader: {entry}})
+	return entry
+}
 
 // alone returns a header that carries entry alone: the one its slot
 // holds, or a new one, which takes the slot.

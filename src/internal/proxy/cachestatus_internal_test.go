@@ -53,6 +53,11 @@ func TestWithStatus_AnAnswerWithoutHeaderSharesOneHeaderPerEntry(t *testing.T) {
 	if again := e.alone(hit.entry()); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
 		t.Error("the same entry got a header of its own: want the one built before")
 	}
+	// A hit's entry, built again within the same second, is the string of
+	// the header kept for it: the caller's header costs nothing.
+	if n := testing.AllocsPerRun(100, func() { _ = withStatus(nil, hit.entry()) }); n != 0 {
+		t.Errorf("a hit's header built again: %v allocations, want 0", n)
+	}
 
 	// An answer's own header is every caller's: the entry goes into a copy.
 	theirs := metadata.MD{CacheStatusHeader: {"backend; hit"}, "x-a": {"1"}}
@@ -77,6 +82,10 @@ func TestEntryHeaders_EveryCallerGetsItsOwnEntry(t *testing.T) {
 				want := fmt.Sprintf("collapser; hit; ttl=%d", (g*500+i)%(4*entrySlots))
 				if h := e.alone(want); len(h) != 1 || !slices.Equal(h[CacheStatusHeader], []string{want}) {
 					t.Errorf("alone(%q) = %v", want, h)
+					return
+				}
+				if got := e.entry([]byte(want)); got != want {
+					t.Errorf("entry(%q) = %q", want, got)
 					return
 				}
 			}
