@@ -60,8 +60,8 @@ func (c *Collapser) invokeUnary(ctx context.Context, method string, req, reply a
 		keyed = metadata.MD{}
 	}
 	keyed[requestkey.Connection] = []string{c.conns.of(cc)}
-	resp, sent, err := c.proxy.Call(ctx, method, rule, payload, keyed,
-		&invokerConn{cc: cc, invoker: invoker, request: in, reply: out, opts: opts})
+	resp, sent, err := proxy.Call(c.proxy, ctx, method, rule, payload, keyed,
+		invokerConn{cc: cc, invoker: invoker, request: in, reply: out, opts: opts})
 	if resp == nil {
 		return err
 	}
@@ -90,7 +90,7 @@ type invokerConn struct {
 }
 
 // Invoke implements grpc.ClientConnInterface.
-func (i *invokerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+func (i invokerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	payload, _ := proxy.Wire(args)
 	req := i.request.ProtoReflect().New().Interface()
 	if err := proto.Unmarshal(payload, req); err != nil {
@@ -122,7 +122,7 @@ func (i *invokerConn) Invoke(ctx context.Context, method string, args, reply any
 
 // NewStream implements grpc.ClientConnInterface: the client interceptor
 // collapses unary calls only.
-func (i *invokerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+func (i invokerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Internal, "collapser: the client interceptor collapses unary calls only")
 }
 

@@ -64,8 +64,8 @@ func (c *Collapser) serveUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "collapser: encode the request of %s: %v", method, err)
 	}
-	resp, sent, err := c.proxy.Call(ctx, method, rule, payload, c.proxy.Incoming(ctx),
-		&handlerConn{caller: ctx, request: in.ProtoReflect().Type(), handler: handler})
+	resp, sent, err := proxy.Call(c.proxy, ctx, method, rule, payload, c.proxy.Incoming(ctx),
+		handlerConn{caller: ctx, request: in.ProtoReflect().Type(), handler: handler})
 	if resp == nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ type handlerConn struct {
 }
 
 // Invoke implements grpc.ClientConnInterface.
-func (h *handlerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+func (h handlerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	payload, _ := proxy.Wire(args)
 	req := h.request.New().Interface()
 	if err := proto.Unmarshal(payload, req); err != nil {
@@ -137,7 +137,7 @@ func settle(method string, stream *recorder, out any, err error, reply any, opts
 
 // NewStream implements grpc.ClientConnInterface: a unary handler has no
 // stream.
-func (h *handlerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+func (h handlerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Internal, "collapser: a unary handler has no stream")
 }
 

@@ -71,9 +71,9 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 }
 
 // Call serves a unary call of method, whose rule (Rule) collapses it, for
-// the library: callers whose method, request message (payload, the wire
-// bytes of the message) and metadata md (credentials always) are the same
-// share one call, made on backend, and its answer is kept, served stale
+// the library, on p: callers whose method, request message (payload, the
+// wire bytes of the message) and metadata md (credentials always) are the
+// same share one call, made on backend, and its answer is kept, served stale
 // and purged as the rule and the answer's cache-control say, exactly as
 // for a call the proxy serves itself. The call is made with md's
 // forwardable headers as its outgoing metadata; md is only read, and must
@@ -83,11 +83,15 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 // answered, and the error says why), what the caller gets and the status
 // the caller gets: the answer's (Response.Err) or why there is no answer.
 // Every caller of one answer gets the same *Response, which is read-only.
-func (p *Proxy) Call(ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend grpc.ClientConnInterface) (*Response, Sent, error) {
+//
+// Pass backend by value when it is made for this one call: it is copied to
+// the heap only when the caller makes the call (share), not for a hit or a
+// join.
+func Call[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend B) (*Response, Sent, error) {
 	sub := contentSubtype(md)
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
-		key: p.keyOf(method, rule, sub, payload, md), backend: backend}
-	resp, outcome, left, err := p.share(ctx, &c, &p.callers)
+		key: p.keyOf(method, rule, sub, payload, md)}
+	resp, outcome, left, err := share(p, ctx, &c, backend, &p.callers)
 	p.logPanic(method, outcome, err)
 	var sent Sent
 	if resp != nil {

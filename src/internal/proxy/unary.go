@@ -36,8 +36,8 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 	if err != nil {
 		return err
 	}
-	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, key: key, backend: p.backend}
-	resp, outcome, left, err := p.share(ctx, &c, o)
+	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, key: key}
+	resp, outcome, left, err := share(p, ctx, &c, p.backend, o)
 	var entry string
 	if o.mark != nil {
 		p.markForPeer(ss, resp, outcome, left, o)
@@ -51,7 +51,7 @@ func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *
 
 // unaryCall is one unary call on its way through the engine, whichever
 // front received it: the proxy's own server, or an interceptor of the
-// library (Proxy.Call).
+// library (Call).
 type unaryCall struct {
 	method string
 	rule   policy.Rule
@@ -62,18 +62,24 @@ type unaryCall struct {
 	md      metadata.MD
 	// key is the call's key, which starts with its origin's prefix.
 	key string
-	// backend is the connection its call is made on when it is made here:
-	// the proxy's backend, or for a call the library serves, one that
-	// reaches the application's own handler in the process (Proxy.Call).
+	// backend is the connection its call is made on when it is made here
+	// (share sets it for the call it makes): the proxy's backend, or for a
+	// call the library serves, one that reaches the application's own
+	// handler in the process (Call).
 	backend grpc.ClientConnInterface
 }
 
 // share serves c, a call from o, through the collapse group: callers with
 // the same key share one call, made where o's owners say (through the
-// key's owner, or here); a call of its own (the one it joined was private)
-// is always made here. It returns the answer, how it was served, and what
-// is left of the answer's windows when a peer keeps a copy of it.
-func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, collapse.Outcome, collapse.Windows, error) {
+// key's owner, or here, on backend); a call of its own (the one it joined
+// was private) is always made here. It returns the answer, how it was
+// served, and what is left of the answer's windows when a peer keeps a
+// copy of it.
+//
+// It is generic in backend's type so that a backend passed by value (the
+// library's, one per call) becomes an interface, a copy on the heap, only
+// in a call the caller makes: hits and joins do not pay for it.
+func share[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, c *unaryCall, backend B, o *origin) (*Response, collapse.Outcome, collapse.Windows, error) {
 	pl := o.owners.place(c.key)
 	if resp, left, ok := p.hit(pl, o); ok {
 		if pl.owner != nil {
@@ -84,7 +90,7 @@ func (p *Proxy) share(ctx context.Context, c *unaryCall, o *origin) (*Response, 
 	// The call captures c's fields rather than c: a closure holds values
 	// this small itself, where c would be one more allocation per call,
 	// hits and joins included.
-	method, rule, sub, payload, md, backend := c.method, c.rule, c.sub, c.payload, c.md, c.backend
+	method, rule, sub, payload, md := c.method, c.rule, c.sub, c.payload, c.md
 	owned := o.owned && p.ring != nil
 	call := func(cc *collapse.Call) (resp *Response, err error) {
 		// Only a call this caller makes runs this: hits and joins skip the copy.
