@@ -179,7 +179,7 @@ func TestGroup_HitServesOnlyAFreshResultThatStartsNothing(t *testing.T) {
 			g, clock := newTestGroup(t, Options[string]{Private: func(v string) bool { return v == "private" }})
 			tt.setUp(g, clock)
 			var c Copy
-			v, ok := g.Hit("k", &c)
+			v, ok := g.Hit([]byte("k"), &c)
 			if ok != tt.want || (ok && (v != "v" || c.Left.TTL != 600*time.Millisecond)) {
 				t.Errorf("Hit = %q, %v, left %v; want %v (and v, 600ms left)", v, ok, c.Left.TTL, tt.want)
 			}
@@ -194,7 +194,7 @@ func TestGroup_HitLeavesAResultDueForItsRefreshToDo(t *testing.T) {
 	opts := &CallOptions{TTL: time.Second, EarlyRefresh: true}
 	do(g, "k", opts, value("v", nil))
 	clock.Store(int64(time.Second) - 1) // past every point of a 1 s grid within the result's life
-	if _, ok := g.Hit("k", nil); ok {
+	if _, ok := g.Hit([]byte("k"), nil); ok {
 		t.Error("Hit served a result due for its early refresh")
 	}
 }

@@ -195,12 +195,12 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 // caller that readies no call before it knows it needs one; false when
 // there is none: Do (or DoCopy, with c) serves the call. c, when not nil,
 // is told what is left of the result, as DoCopy tells it.
-func (g *Group[V]) Hit(key string, c *Copy) (V, bool) {
-	s, _ := g.shardOf(key)
+func (g *Group[V]) Hit(key []byte, c *Copy) (V, bool) {
+	s := &g.shards[maphash.Bytes(g.seed, key)&(shardCount-1)] // shardOf's: maphash.String of the same bytes
 	now := g.now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return hit(s.m[key], now, c)
+	return hit(s.m[string(key)], now, c)
 }
 
 // hit returns the result e, key's entry, serves at now as a Hit that

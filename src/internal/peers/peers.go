@@ -286,6 +286,6 @@ func parseList(list string) ([]resolver.Endpoint, error) {
 }
 
 // KeyHash returns the hash header value of a key: the same on every replica.
-func KeyHash(key string) string {
-	return strconv.FormatUint(xxhash.Sum64String(key), 16)
+func KeyHash(key []byte) string {
+	return strconv.FormatUint(xxhash.Sum64(key), 16)
 }

@@ -54,7 +54,7 @@ func servePeers(t *testing.T, n int) []string {
 // owner returns the address a call with key's hash reaches over cc.
 func owner(t *testing.T, cc grpc.ClientConnInterface, key string) string {
 	t.Helper()
-	ctx := metadata.AppendToOutgoingContext(testkit.Context(t), HashHeader, KeyHash(key))
+	ctx := metadata.AppendToOutgoingContext(testkit.Context(t), HashHeader, KeyHash([]byte(key)))
 	var p peer.Peer
 	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p)); err != nil {
 		t.Fatal(err)

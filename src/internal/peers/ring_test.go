@@ -45,7 +45,7 @@ func checkOwners(t *testing.T, rings []*Ring, addrs []string, keys []string) map
 	}
 	for _, key := range keys {
 		for i, r := range rings {
-			if self, known := r.Owner(KeyHash(key)); !known || self != (owners[key] == addrs[i]) {
+			if self, known := r.Owner(KeyHash([]byte(key))); !known || self != (owners[key] == addrs[i]) {
 				t.Errorf("%s: ring %d (%s) Owner = %v, known %v; want %v, known (owner %s)", key, i, addrs[i], self, known, owners[key] == addrs[i], owners[key])
 			}
 		}
@@ -76,7 +76,7 @@ func TestRing_OwnsExactlyTheKeysGRPCsPickSendsToItself(t *testing.T) {
 		if n := r.Members(); n != 3 {
 			t.Errorf("ring %d: Members = %d, want 3", i, n)
 		}
-		if prev, _ := r.Previous(KeyHash("key-0")); prev != nil {
+		if prev, _ := r.Previous(KeyHash([]byte("key-0"))); prev != nil {
 			t.Errorf("ring %d: Previous is a connection, though its replicas never changed", i)
 		}
 	}
@@ -90,7 +90,7 @@ func TestRing_AReplicaThatDoesNotKnowItselfOwnsNothing(t *testing.T) {
 	}
 	defer r.Close()
 	owner(t, r.ClientConn, "key") // connected
-	if self, known := r.Owner(KeyHash("key")); self || !known {
+	if self, known := r.Owner(KeyHash([]byte("key"))); self || !known {
 		t.Errorf("Owner = %v, known %v, for a ring that lists no address of its own; want another's, known", self, known)
 	}
 }
@@ -101,7 +101,7 @@ func TestRing_TheOwnerOfAKeyIsNotKnownBeforeItsConnectionIsMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if self, known := r.Owner(KeyHash("key")); self || known {
+	if self, known := r.Owner(KeyHash([]byte("key"))); self || known {
 		t.Errorf("Owner = %v, known %v before the owner's connection is made; want not known", self, known)
 	}
 }
@@ -165,7 +165,7 @@ func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T)
 	testkit.WaitFor(t, "every ring's previous owners connected", func() bool {
 		for _, r := range rings {
 			for _, k := range ks {
-				if prev, ready := r.Previous(KeyHash(k)); prev != nil && !ready {
+				if prev, ready := r.Previous(KeyHash([]byte(k))); prev != nil && !ready {
 					return false
 				}
 			}
@@ -174,7 +174,7 @@ func TestRing_EveryReplicaAgreesOnEachKeysOwnerAsOneJoinsAndLeaves(t *testing.T)
 	})
 	for i, r := range rings {
 		for _, k := range ks {
-			previous, _ := r.Previous(KeyHash(k))
+			previous, _ := r.Previous(KeyHash([]byte(k)))
 			if previous == nil {
 				if before[k] != addrs[i] {
 					t.Errorf("%s: ring %d has no previous owner, want %s", k, i, before[k])

@@ -89,9 +89,11 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 // join.
 func Call[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend B) (*Response, Sent, error) {
 	sub := contentSubtype(md)
+	buf := keyBuffers.Get().(*[]byte)
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
-		key: p.keyOf(method, rule, sub, payload, md)}
+		key: p.appendKey((*buf)[:0], method, rule, sub, payload, md)}
 	resp, outcome, left, err := share(p, ctx, &c, backend, &p.callers)
+	releaseKey(buf, c.key)
 	p.logPanic(method, outcome, err)
 	var sent Sent
 	if resp != nil {

@@ -214,14 +214,14 @@ func (p *Proxy) holder(hash string, forwarded bool) (conn grpc.ClientConnInterfa
 	return p.ring.Previous(hash)
 }
 
-// ownedHash returns the hash of pl's key, one this replica owns: a
-// caller's placed on this replica, or one a peer forwarded here, kept
-// under peerKeyPrefix.
-func ownedHash(pl placement) string {
-	if pl.hash != "" {
-		return pl.hash
+// ownedHash returns the hash of key, as kept (placement.key), one this
+// replica owns: a caller's placed on this replica, or one a peer forwarded
+// here, kept under peerKeyPrefix; hash, its placement's, when known.
+func ownedHash(hash, key string) string {
+	if hash != "" {
+		return hash
 	}
-	return peers.KeyHash(strings.TrimPrefix(pl.key, peerKeyPrefix))
+	return peers.KeyHash([]byte(strings.TrimPrefix(key, peerKeyPrefix)))
 }
 
 // handOver answers a peer that took over a key this replica owned
@@ -238,10 +238,12 @@ func (p *Proxy) handOver(ss grpc.ServerStream, method string) error {
 	if rule.Action == policy.Replay {
 		route = o.streams
 	}
-	_, _, key, err := p.receiveKeyed(ss, method, rule, incoming(ss.Context(), o), o, route)
-	switch {
-	case err != nil:
+	_, _, keyed, err := p.receiveKeyed(ss, method, rule, incoming(ss.Context(), o), o, route, nil)
+	if err != nil {
 		return err
+	}
+	key := string(keyed)
+	switch {
 	case !p.coherent():
 		return errNoHandoff
 	case rule.Action == policy.Replay:

@@ -23,15 +23,18 @@ const peerKeyPrefix = "\x00"
 // PeerPicker shape.
 type owners interface {
 	// place returns where key's shared call is made, and under which key
-	// its flight and answer are kept.
-	place(key string) placement
+	// its flight and answer are kept. It reads key, the call's, only while
+	// it runs.
+	place(key []byte) placement
 }
 
 // placement is where a key's shared call is made.
 type placement struct {
 	// key is the key its flight and answer are kept under: a key this
-	// replica owns shares the entries of the calls peers forward here.
-	key string
+	// replica owns shares the entries of the calls peers forward here. It
+	// may be the call's key itself, in a buffer reused once the call is
+	// served: what outlives that keeps string(key).
+	key []byte
 	// hash is the key's hash (peers.KeyHash); "" without peers.
 	hash string
 	// owner is the connection that reaches the key's owner; nil when the
@@ -51,7 +54,7 @@ type placement struct {
 // call a peer forwarded.
 type noPeers struct{}
 
-func (noPeers) place(key string) placement { return placement{key: key} }
+func (noPeers) place(key []byte) placement { return placement{key: key} }
 
 // Peers is the connection to the other replicas (implemented by
 // *peers.Ring): its calls reach the owner of their key, by the hash in
@@ -75,11 +78,12 @@ type Peers interface {
 // with the entries of the calls peers forward for it.
 type peerRing struct{ ring Peers }
 
-func (r peerRing) place(key string) placement {
+func (r peerRing) place(key []byte) placement {
 	hash := peers.KeyHash(key)
 	self, known := r.ring.Owner(hash)
 	if self {
-		return placement{key: peerKeyPrefix + key, hash: hash, owned: true}
+		owned := append(append(make([]byte, 0, len(peerKeyPrefix)+len(key)), peerKeyPrefix...), key...)
+		return placement{key: owned, hash: hash, owned: true}
 	}
 	return placement{key: key, hash: hash, owner: r.ring, another: known}
 }

@@ -57,7 +57,7 @@ const (
 // fields its rule leaves out left out).
 func (p *Proxy) PurgeRequest(method, sub string, payload []byte, md metadata.MD, how Purge) int {
 	p.tookPurge(how.Age)
-	key := p.keyOf(method, p.rules.Rule(method), sub, payload, md)
+	key := string(p.appendKey(nil, method, p.rules.Rule(method), sub, payload, md))
 	n := 0
 	for _, o := range p.origins(how.Scope) {
 		if p.group.Purge(o.keyPrefix+key, how.Soft) {

@@ -41,7 +41,8 @@ var serverStreamDesc = &grpc.StreamDesc{ServerStreams: true}
 func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Rule, o *origin, backend grpc.ClientConnInterface) error {
 	ctx := ss.Context()
 	md := incoming(ctx, o)
-	payload, sub, key, err := p.receiveKeyed(ss, method, rule, md, o, o.streams)
+	buf := keyBuffers.Get().(*[]byte)
+	payload, sub, keyed, err := p.receiveKeyed(ss, method, rule, md, o, o.streams, (*buf)[:0])
 	if err != nil {
 		return err
 	}
@@ -50,9 +51,13 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		p.report(ctx, o.streams, method, replay.Own.String(), callerCode(ctx, err), producer{})
 		return err
 	}
-	pl := o.owners.place(key)
+	pl := o.owners.place(keyed)
+	life := recordLife(pl, rule)
+	key := string(pl.key)
+	pl.key = nil // the stream may outlive the call: it holds key
+	releaseKey(buf, keyed)
 	owned := o.owned && p.ring != nil
-	rd, outcome := p.streams.Join(pl.key, recordLife(pl, rule), func(rctx context.Context) (replay.Upstream, error) {
+	rd, outcome := p.streams.Join(key, life, func(rctx context.Context) (replay.Upstream, error) {
 		// The record's stream is the child of the span of the caller that
 		// opened it, to which the spans of its other readers link.
 		ctx := p.underCaller(ctx, rctx)
@@ -68,7 +73,7 @@ func (p *Proxy) replayStream(ss grpc.ServerStream, method string, rule policy.Ru
 		case (pl.owned || owned) && !refreshing:
 			// A key this replica may have taken over: who may hold its
 			// record first (handoff.go).
-			if up = p.takeOverRecord(ctx, ownedHash(pl), owned, method, sub, payload, md); up != nil {
+			if up = p.takeOverRecord(ctx, ownedHash(pl.hash, key), owned, method, sub, payload, md); up != nil {
 				break
 			}
 			fallthrough
@@ -122,7 +127,7 @@ func recordLife(pl placement, rule policy.Rule) replay.Life {
 	if pl.owner != nil {
 		return replay.Life{TTL: rule.Call.TTL}
 	}
-	h := xxhash.Sum64String(pl.key)
+	h := xxhash.Sum64(pl.key)
 	return replay.Life{TTL: collapse.Jittered(rule.Call.TTL, rule.Call.TTLJitter, h), EarlyRefresh: rule.Call.EarlyRefresh, Hash: h}
 }
 

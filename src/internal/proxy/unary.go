@@ -32,12 +32,14 @@ var (
 func (p *Proxy) unary(ss grpc.ServerStream, method string, rule policy.Rule, o *origin) error {
 	ctx := ss.Context()
 	md := incoming(ctx, o)
-	payload, sub, key, err := p.receiveKeyed(ss, method, rule, md, o, o.calls)
+	buf := keyBuffers.Get().(*[]byte)
+	payload, sub, key, err := p.receiveKeyed(ss, method, rule, md, o, o.calls, (*buf)[:0])
 	if err != nil {
 		return err
 	}
 	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, key: key}
 	resp, outcome, left, err := share(p, ctx, &c, p.backend, o)
+	releaseKey(buf, key)
 	var entry string
 	if o.mark != nil {
 		p.markForPeer(ss, resp, outcome, left, o)
@@ -60,8 +62,9 @@ type unaryCall struct {
 	sub     string
 	payload []byte
 	md      metadata.MD
-	// key is the call's key, which starts with its origin's prefix.
-	key string
+	// key is the call's key, which starts with its origin's prefix, only
+	// read while share serves the call (its buffer is reused after).
+	key []byte
 	// backend is the connection its call is made on when it is made here
 	// (share sets it for the call it makes): the proxy's backend, or for a
 	// call the library serves, one that reaches the application's own
@@ -81,12 +84,16 @@ type unaryCall struct {
 // in a call the caller makes: hits and joins do not pay for it.
 func share[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, c *unaryCall, backend B, o *origin) (*Response, collapse.Outcome, collapse.Windows, error) {
 	pl := o.owners.place(c.key)
-	if resp, left, ok := p.hit(pl, o); ok {
+	if resp, left, ok := p.hit(pl.key, o); ok {
 		if pl.owner != nil {
 			p.forwarding.Shared(c.method, pl.hash) // a key asked for again and again
 		}
 		return resp, collapse.Hit, left, nil
 	}
+	// A hit is looked up by the key's bytes; what may outlive the call
+	// (the flight, the answer kept, a refresh) holds a string of its own.
+	key := string(pl.key)
+	pl.key = nil // the call, which may outlive the buffer, holds key
 	// The call captures c's fields rather than c: a closure holds values
 	// this small itself, where c would be one more allocation per call,
 	// hits and joins included.
@@ -106,7 +113,7 @@ func share[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, c *unaryCa
 			resp, err = p.invokeOwner(callCtx, pl, c, cc.Refresh())
 		case (pl.owned || owned) && !cc.Refresh() && cc.Background() == collapse.Foreground:
 			// A key this replica may have taken over: who may hold it first.
-			if resp, err = p.takeOver(callCtx, ownedHash(pl), owned, c); resp == nil {
+			if resp, err = p.takeOver(callCtx, ownedHash(pl.hash, key), owned, c); resp == nil {
 				resp, err = p.invokeHere(callCtx, pl, c)
 			}
 		default:
@@ -125,10 +132,10 @@ func share[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, c *unaryCa
 		resp, outcome, err = p.group.Alone(ctx, c.rule.Call, call)
 	case o.mark != nil || p.cacheStatus: // a peer keeps a copy, or a caller is told what is left of it
 		cp := collapse.Copy{Fresh: o.fresh}
-		resp, outcome, err = p.group.DoCopy(ctx, pl.key, c.rule.Call, call, &cp)
+		resp, outcome, err = p.group.DoCopy(ctx, key, c.rule.Call, call, &cp)
 		left = cp.Left
 	default:
-		resp, outcome, err = p.group.Do(ctx, pl.key, c.rule.Call, call)
+		resp, outcome, err = p.group.Do(ctx, key, c.rule.Call, call)
 	}
 	if pl.owner != nil && shares(outcome) {
 		p.forwarding.Shared(c.method, pl.hash) // a key asked for again and again
@@ -136,21 +143,21 @@ func share[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, c *unaryCa
 	return resp, outcome, left, err
 }
 
-// hit returns the answer kept for the key placed by pl that a call from o
+// hit returns the answer kept under key (placement.key) that a call from o
 // is served as a Hit that starts nothing (collapse.Group.Hit), and what is
 // left of it when a peer keeps a copy of it; false when there is none, or
 // the proxy serves nothing it keeps now. A hit readies no call: share
 // builds one only for the calls that may need it.
-func (p *Proxy) hit(pl placement, o *origin) (*Response, collapse.Windows, bool) {
+func (p *Proxy) hit(key []byte, o *origin) (*Response, collapse.Windows, bool) {
 	if !p.coherent() {
 		return nil, collapse.Windows{}, false
 	}
 	if o.mark == nil && !p.cacheStatus {
-		resp, ok := p.group.Hit(pl.key, nil)
+		resp, ok := p.group.Hit(key, nil)
 		return resp, collapse.Windows{}, ok
 	}
 	cp := collapse.Copy{Fresh: o.fresh}
-	resp, ok := p.group.Hit(pl.key, &cp)
+	resp, ok := p.group.Hit(key, &cp)
 	return resp, cp.Left, ok
 }
 
@@ -166,39 +173,48 @@ func shares(outcome collapse.Outcome) bool {
 
 // receiveKeyed reads the call's one request message (receive) and returns
 // it with its codec subtype and its key under rule, which starts with o's
-// prefix. A request that cannot be read is counted on route, as an error.
-func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, rule policy.Rule, md metadata.MD, o *origin, route Route) (payload []byte, sub, key string, err error) {
+// prefix, appended to dst. A request that cannot be read is counted on
+// route, as an error.
+func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, rule policy.Rule, md metadata.MD, o *origin, route Route, dst []byte) (payload []byte, sub string, key []byte, err error) {
 	payload, err = p.receive(ss.Context(), ss)
 	if err != nil {
 		p.report(ss.Context(), route, method, OutcomeError, callerCode(ss.Context(), err), producer{})
-		return nil, "", "", err
+		return nil, "", nil, err
 	}
 	sub = contentSubtype(md)
-	key = o.keyPrefix + p.keyOf(method, rule, sub, payload, md)
+	key = p.appendKey(append(dst, o.keyPrefix...), method, rule, sub, payload, md)
 	return payload, sub, key, nil
 }
 
-// keyOf returns the key of a call of method under rule, with payload in
-// the codec of content-subtype sub and metadata md: the request's fields
-// as its rule's schema encodes them (or its bytes, without one), and the
-// headers the proxy's key rule keeps, credentials always.
-func (p *Proxy) keyOf(method string, rule policy.Rule, sub string, payload []byte, md metadata.MD) string {
+// appendKey appends to dst the key of a call of method under rule, with
+// payload in the codec of content-subtype sub and metadata md: the
+// request's fields as its rule's schema encodes them (or its bytes,
+// without one), and the headers the proxy's key rule keeps, credentials
+// always.
+func (p *Proxy) appendKey(dst []byte, method string, rule policy.Rule, sub string, payload []byte, md metadata.MD) []byte {
 	if rule.Schema == nil {
-		return p.keyRule.Key(method, sub, payload, md)
+		return p.keyRule.AppendKey(dst, method, sub, payload, md)
 	}
 	buf := keyBuffers.Get().(*[]byte)
 	*buf = rule.Schema.AppendKeyed((*buf)[:0], sub, payload)
-	key := p.keyRule.Key(method, sub, *buf, md) // its own copy
-	if cap(*buf) <= maxKeyBuffer {
-		keyBuffers.Put(buf)
-	}
-	return key
+	dst = p.keyRule.AppendKey(dst, method, sub, *buf, md) // its own copy
+	releaseKey(buf, *buf)
+	return dst
 }
 
-// keyBuffers hold the request bytes of keys being built (*[]byte); a
-// buffer longer than maxKeyBuffer, which a large request grew, is left to
-// the collector rather than kept.
+// keyBuffers hold keys being built and used, and the request bytes they
+// are built of (*[]byte).
 var keyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// releaseKey gives buf back to keyBuffers, with used, what was appended to
+// it, as its content: a buffer longer than maxKeyBuffer, which a large
+// request grew, is left to the collector rather than kept.
+func releaseKey(buf *[]byte, used []byte) {
+	if cap(used) <= maxKeyBuffer {
+		*buf = used
+		keyBuffers.Put(buf)
+	}
+}
 
 const maxKeyBuffer = 64 << 10
 

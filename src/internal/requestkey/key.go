@@ -12,7 +12,7 @@ import (
 // subtype ("application/grpc") uses it too.
 const protoSubtype = "proto"
 
-// stackHeaders is how many kept headers Key sorts without a heap allocation.
+// stackHeaders is how many kept headers AppendKey sorts without a heap allocation.
 const stackHeaders = 32
 
 // header is one metadata entry kept for the key.
@@ -22,7 +22,8 @@ type header struct {
 	values []string
 }
 
-// Key returns the full-content key of a call:
+// AppendKey appends the full-content key of a call to dst and returns the
+// extended buffer:
 //
 //	uvarint(len) method | uvarint(len) subtype | uvarint(len) payload |
 //	for each kept header, names sorted:
@@ -34,9 +35,11 @@ type header struct {
 // ordered by original name; headers without values are left out. Equal keys
 // <=> equal normalised (method, subtype, payload, kept headers) tuples.
 //
-// The result is the only allocation when at most 32 headers are kept and all
-// names are already lower case (always true for metadata received by gRPC).
-func (r *Rule) Key(method, subtype string, payload []byte, md metadata.MD) string {
+// It allocates nothing when dst has room for the key, at most 32 headers
+// are kept and all names are already lower case (always true for metadata
+// received by gRPC): a cache hit can be looked up by the bytes, and a
+// string made of them only when they are kept.
+func (r *Rule) AppendKey(dst []byte, method, subtype string, payload []byte, md metadata.MD) []byte {
 	if subtype == "" {
 		subtype = protoSubtype
 	}
@@ -66,32 +69,28 @@ func (r *Rule) Key(method, subtype string, payload []byte, md metadata.MD) strin
 		}
 	}
 
-	var b strings.Builder
-	b.Grow(size)
-	writeField(&b, method)
-	writeField(&b, subtype)
-	writeUvarint(&b, uint64(len(payload)))
-	b.Write(payload)
+	b := slices.Grow(dst, size)
+	b = appendField(b, method)
+	b = appendField(b, subtype)
+	b = binary.AppendUvarint(b, uint64(len(payload)))
+	b = append(b, payload...)
 	for i, h := range kept {
 		if i == 0 || kept[i-1].name != h.name {
-			writeField(&b, h.name)
-			writeUvarint(&b, uint64(valueCount(kept[i:])))
+			b = appendField(b, h.name)
+			b = binary.AppendUvarint(b, uint64(valueCount(kept[i:])))
 		}
 		for _, v := range h.values {
-			writeField(&b, v)
+			b = appendField(b, v)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // MethodPrefix returns how every key of method starts: the keys of one
 // method are exactly those with this prefix, since the method is the key's
 // first field, length-prefixed.
 func MethodPrefix(method string) string {
-	var b strings.Builder
-	b.Grow(fieldLen(len(method)))
-	writeField(&b, method)
-	return b.String()
+	return string(appendField(make([]byte, 0, fieldLen(len(method))), method))
 }
 
 // compareHeaders orders by lower-case name, then by original name so merged
@@ -139,12 +138,7 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
-func writeUvarint(b *strings.Builder, x uint64) {
-	var buf [binary.MaxVarintLen64]byte
-	b.Write(binary.AppendUvarint(buf[:0], x))
-}
-
-func writeField(b *strings.Builder, s string) {
-	writeUvarint(b, uint64(len(s)))
-	b.WriteString(s)
+// appendField appends s, after its length.
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }

@@ -189,8 +189,8 @@ func TestRule_TheConnectionIsInEveryKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		one := r.Key("/s/M", "", nil, metadata.MD{Connection: {"1"}})
-		two := r.Key("/s/M", "", nil, metadata.MD{Connection: {"2"}})
+		one := key(r, "/s/M", "", nil, metadata.MD{Connection: {"1"}})
+		two := key(r, "/s/M", "", nil, metadata.MD{Connection: {"2"}})
 		if one == two {
 			t.Errorf("%+v: calls on two connections have one key", o)
 		}
