@@ -196,7 +196,7 @@ func (g *Group[V]) enter(ctx context.Context, key string, opts *CallOptions, fn 
 // there is none: Do (or DoCopy, with c) serves the call. c, when not nil,
 // is told what is left of the result, as DoCopy tells it.
 func (g *Group[V]) Hit(key []byte, c *Copy) (V, bool) {
-	s := &g.shards[maphash.Bytes(g.seed, key)&(shardCount-1)] // shardOf's: maphash.String of the same bytes
+	s := g.shardAt(maphash.Bytes(g.seed, key)) // shardOf's hash: maphash.String of the same bytes
 	now := g.now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -220,8 +220,11 @@ func hit[V any](e *entry[V], now int64, c *Copy) (V, bool) {
 // shardOf returns the shard of key, and key's hash.
 func (g *Group[V]) shardOf(key string) (*shard[V], uint64) {
 	h := maphash.String(g.seed, key)
-	return &g.shards[h&(shardCount-1)], h
+	return g.shardAt(h), h
 }
+
+// shardAt returns the shard of the keys with hash h.
+func (g *Group[V]) shardAt(h uint64) *shard[V] { return &g.shards[h&(shardCount-1)] }
 
 // noOptions stands in for nil CallOptions.
 var noOptions CallOptions

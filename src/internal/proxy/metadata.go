@@ -117,23 +117,23 @@ func incoming(ctx context.Context, o *origin) metadata.MD {
 // peered reports whether it holds a peer's header (peers.Headers).
 func sharedIncoming(ctx context.Context) (md metadata.MD, shared, peered bool) {
 	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok {
-		// One pass over the names answers both questions.
-		upper := false
-		for k := range md {
-			upper = upper || requestkey.HasUpper(k)
-			peered = peered || strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
-		}
-		if !upper {
+		if upper, peered := names(md); !upper {
 			return md, true, peered
 		}
 	}
 	md, _ = metadata.FromIncomingContext(ctx)
-	for _, h := range peers.Headers {
-		if _, ok := md[h]; ok {
-			return md, false, true
-		}
+	_, peered = names(md)
+	return md, false, peered
+}
+
+// names reports, in one pass over md's names, whether one has an
+// upper-case letter and whether one is a peer's header.
+func names(md metadata.MD) (upper, peered bool) {
+	for k := range md {
+		upper = upper || requestkey.HasUpper(k)
+		peered = peered || strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
 	}
-	return md, false, false
+	return upper, peered
 }
 
 // incomingKey is the key grpc-go keeps a call's incoming metadata under in
