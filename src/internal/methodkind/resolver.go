@@ -55,6 +55,7 @@ type Options struct {
 type Resolver struct {
 	explicit      map[string]Method                 // from DescriptorSetPath and UnaryMethods; read-only after NewResolver
 	learned       atomic.Pointer[map[string]Method] // from reflection; the map is never modified, only replaced
+	generation    atomic.Uint64                     // how many times learned was replaced (Generation)
 	backend       grpc.ClientConnInterface
 	useReflection bool
 	interval      time.Duration
@@ -134,6 +135,14 @@ func (r *Resolver) Ready() error {
 		return nil
 	}
 	return errors.New("method kinds not learned from the backend's reflection yet: calls would pass through uncollapsed")
+}
+
+// Generation changes whenever what Method answers may have: it counts the
+// times reflection's answer was replaced. It changes after the answer
+// did, so that what was learned of a method under one generation is
+// never older than that generation.
+func (r *Resolver) Generation() uint64 {
+	return r.generation.Load()
 }
 
 // Methods returns the names of every method known now, sorted.
@@ -241,6 +250,7 @@ func (r *Resolver) refresh(ctx context.Context) error {
 		return err
 	}
 	old := r.learned.Swap(&kinds)
+	r.generation.Add(1)
 	if old != nil && maps.EqualFunc(*old, kinds, sameKind) {
 		return nil
 	}

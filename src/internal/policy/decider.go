@@ -27,6 +27,8 @@ type Kinds interface {
 	Method(fullMethod string) methodkind.Method
 	// Methods returns the names of every method known now.
 	Methods() []string
+	// Generation changes after what Method answers does.
+	Generation() uint64
 }
 
 // Decider answers the proxy's question per call: the rule of a method,
@@ -40,18 +42,18 @@ type Decider struct {
 	kinds     Kinds
 	logger    *slog.Logger
 	explained *logonce.Set
-	// schemas holds each method's key schema (*keySchema), for the policy
-	// and descriptor it was built of. Only methods with a descriptor are
-	// in it: the backend's own, a bounded set.
-	schemas sync.Map
+	// decided holds the rule of each method of a known kind (*decided),
+	// for the policy and the kinds' generation it was decided under: a
+	// bounded set, the backend's own methods. A method of unknown kind,
+	// whose name a caller chooses, is decided at every call.
+	decided sync.Map
 }
 
-// keySchema is the key schema of a method's calls, and what it was built
-// of.
-type keySchema struct {
+// decided is the rule of a method's calls, and what it was decided under.
+type decided struct {
 	policy *Policy
-	desc   protoreflect.MessageDescriptor
-	schema *requestkey.Schema
+	kinds  uint64
+	rule   Rule
 }
 
 // NewDecider returns a Decider over store and kinds; logger may be nil.
@@ -64,7 +66,12 @@ func NewDecider(store *Store, kinds Kinds, logger *slog.Logger) *Decider {
 
 // Rule returns the rule for calls of method. It never blocks.
 func (d *Decider) Rule(method string) Rule {
-	p := d.store.Policy()
+	p, generation := d.store.Policy(), d.kinds.Generation()
+	if v, ok := d.decided.Load(method); ok {
+		if k := v.(*decided); k.policy == p && k.kinds == generation {
+			return k.rule
+		}
+	}
 	m := d.kinds.Method(method)
 	r, overruled := p.rule(method, m)
 	switch {
@@ -74,23 +81,21 @@ func (d *Decider) Rule(method string) Rule {
 		d.explain(p, method, r)
 	}
 	if r.Action != Passthrough && m.Request != nil {
-		r.Schema = d.schema(p, method, m.Request, r.KeyIgnoreFields)
+		r.Schema = d.schema(method, m.Request, r.KeyIgnoreFields)
+	}
+	if m.Kind != methodkind.Unknown {
+		d.decided.Store(method, &decided{policy: p, kinds: generation, rule: r})
 	}
 	return r
 }
 
-// schema returns the key schema of method's calls under policy p, whose
-// request descriptor is desc, leaving ignore out. A field that desc does
-// not have (a descriptor reflection taught after the policy was checked)
-// is logged once, and the key then leaves no field out: calls that differ
-// in any field are never shared. A request type a Schema cannot read (one
-// with groups) has none: its calls are keyed by their bytes.
-func (d *Decider) schema(p *Policy, method string, desc protoreflect.MessageDescriptor, ignore []string) *requestkey.Schema {
-	if v, ok := d.schemas.Load(method); ok {
-		if k := v.(*keySchema); k.policy == p && k.desc == desc {
-			return k.schema
-		}
-	}
+// schema returns the key schema of method's calls, whose request
+// descriptor is desc, leaving ignore out. A field that desc does not have
+// (a descriptor reflection taught after the policy was checked) is logged
+// once, and the key then leaves no field out: calls that differ in any
+// field are never shared. A request type a Schema cannot read (one with
+// groups) has none: its calls are keyed by their bytes.
+func (d *Decider) schema(method string, desc protoreflect.MessageDescriptor, ignore []string) *requestkey.Schema {
 	s, err := requestkey.NewSchema(desc, ignore)
 	if err != nil && len(ignore) > 0 {
 		if d.first("keyIgnoreFields " + logonce.Short(method)) {
@@ -99,7 +104,6 @@ func (d *Decider) schema(p *Policy, method string, desc protoreflect.MessageDesc
 		}
 		s, _ = requestkey.NewSchema(desc, nil) // nil too for a request it cannot read: keyed by its bytes
 	}
-	d.schemas.Store(method, &keySchema{policy: p, desc: desc, schema: s})
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,6 +154,7 @@ func TestNewStore_BadFileIsAStartupError(t *testing.T) {
 type kinds map[string]methodkind.Method
 
 func (k kinds) Method(m string) methodkind.Method { return k[m] }
+func (k kinds) Generation() uint64                { return 0 } // never changes
 func (k kinds) Methods() []string {
 	var names []string
 	for m := range k {
@@ -361,5 +363,55 @@ func TestDecider_SchemaKeysLeaveOutOnlyFieldsTheRequestHas(t *testing.T) {
 				t.Error("the schema is built again for each call")
 			}
 		})
+	}
+}
+
+// relearned is a kinds table that reflection may teach again: each
+// relearn replaces it and moves its generation.
+type relearned struct {
+	kinds
+	generation uint64
+}
+
+func (k *relearned) Generation() uint64 { return k.generation }
+
+func (k *relearned) relearn(m kinds) { k.kinds, k.generation = m, k.generation+1 }
+
+func TestDecider_DecidesAgainWhenThePolicyOrTheKindsChange(t *testing.T) {
+	cm, path := newConfigMap(t, "default:\n  cacheTTL: 1s\n")
+	known := &relearned{kinds: kinds{"/a.B/Get": unannotated}}
+	s, err := NewStore(defaults, path, known, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStore(t, s)
+	d := NewDecider(s, known, nil)
+	if r := d.Rule("/a.B/Get"); r.Action != Passthrough {
+		t.Fatalf("unannotated Get: %v, want passed through", r.Action)
+	}
+
+	known.relearn(kinds{"/a.B/Get": noSideEffects})
+	if r := d.Rule("/a.B/Get"); r.Action != Collapse || r.Call.TTL != time.Second {
+		t.Fatalf("Get relearned without side effects: %v, ttl %v; want collapsed, 1s", r.Action, r.Call.TTL)
+	}
+
+	cm.write("default:\n  cacheTTL: 2s\n")
+	testkit.WaitFor(t, "the new policy's rule", func() bool { return d.Rule("/a.B/Get").Call.TTL == 2*time.Second })
+}
+
+func TestDecider_RemembersOnlyMethodsOfAKnownKind(t *testing.T) {
+	s, err := NewStore(defaults, "", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecider(s, kinds{"/a.B/Get": noSideEffects}, nil)
+	d.Rule("/a.B/Get")
+	for i := range 1000 {
+		d.Rule("/x.Y/Invented" + strconv.Itoa(i)) // names a caller chooses
+	}
+	remembered := 0
+	d.decided.Range(func(any, any) bool { remembered++; return true })
+	if remembered != 1 {
+		t.Errorf("decided holds %d methods, want 1 (Get)", remembered)
 	}
 }

@@ -41,6 +41,7 @@ type kinds map[string]methodkind.Method
 
 func (k kinds) Method(fullMethod string) methodkind.Method { return k[fullMethod] }
 func (k kinds) Methods() []string                          { return slices.Collect(maps.Keys(k)) }
+func (k kinds) Generation() uint64                         { return 0 } // never changes
 
 // greeterKinds knows the hello Greeter's methods, as hello.proto declares them.
 var greeterKinds = kinds{
