@@ -64,7 +64,7 @@ func (c *Collapser) serveUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "collapser: encode the request of %s: %v", method, err)
 	}
-	resp, sent, err := proxy.Call(c.proxy, ctx, method, rule, payload, c.proxy.Incoming(ctx),
+	resp, sent, err := proxy.Serve(c.proxy, ctx, method, rule, payload,
 		handlerConn{caller: ctx, request: in.ProtoReflect().Type(), handler: handler})
 	if resp == nil {
 		return nil, err

@@ -60,16 +60,6 @@ func (p *Proxy) Rule(method string) policy.Rule {
 	return p.rules.Rule(method)
 }
 
-// Incoming returns the metadata a call the library's server interceptor
-// serves is keyed by, as the proxy keys a call on its own port: the call's
-// metadata, without the peers' headers, and with the caller's verified TLS
-// certificate named in ClientCertHeader. It is read-only: often it is
-// grpc-go's own map of the call's metadata, which the caller's context
-// holds.
-func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
-	return incoming(ctx, &p.callers)
-}
-
 // Call serves a unary call of method, whose rule (Rule) collapses it, for
 // the library, on p: callers whose method, request message (payload, the
 // wire bytes of the message) and metadata md (credentials always) are the
@@ -90,8 +80,23 @@ func (p *Proxy) Incoming(ctx context.Context) metadata.MD {
 func Call[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, backend B) (*Response, Sent, error) {
 	sub := contentSubtype(md)
 	buf := keyBuffers.Get().(*[]byte)
-	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md,
-		key: p.appendKey((*buf)[:0], method, rule, sub, payload, md)}
+	return call(p, ctx, method, rule, payload, md, sub, buf, p.appendKey((*buf)[:0], method, rule, sub, payload, md), backend)
+}
+
+// Serve is Call for a call the library's server interceptor serves: its
+// metadata md is the call's incoming metadata, as the proxy keys a call on
+// its own port (incoming), which Serve reads from ctx, most often in the
+// same pass that finds the headers of its key (incomingKeyed).
+func Serve[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, method string, rule policy.Rule, payload []byte, backend B) (*Response, Sent, error) {
+	buf := keyBuffers.Get().(*[]byte)
+	md, sub, key := p.incomingKeyed(ctx, (*buf)[:0], method, rule, payload)
+	return call(p, ctx, method, rule, payload, md, sub, buf, key, backend)
+}
+
+// call is Call and Serve, once the call's key is built in buf, a buffer of
+// keyBuffers it gives back.
+func call[B grpc.ClientConnInterface](p *Proxy, ctx context.Context, method string, rule policy.Rule, payload []byte, md metadata.MD, sub string, buf *[]byte, key []byte, backend B) (*Response, Sent, error) {
+	c := unaryCall{method: method, rule: rule, sub: sub, payload: payload, md: md, key: key}
 	resp, outcome, left, err := share(p, ctx, &c, backend, &p.callers)
 	releaseKey(buf, c.key)
 	p.logPanic(method, outcome, err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/collapser/collapser/src/internal/peers"
+	"github.com/collapser/collapser/src/internal/policy"
 	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
@@ -127,13 +128,53 @@ func sharedIncoming(ctx context.Context) (md metadata.MD, shared, peered bool) {
 }
 
 // names reports, in one pass over md's names, whether one has an
-// upper-case letter and whether one is a peer's header.
+// upper-case letter and whether one is a peer's header (nameNeeds).
 func names(md metadata.MD) (upper, peered bool) {
 	for k := range md {
-		upper = upper || requestkey.HasUpper(k)
-		peered = peered || strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
+		u, p := nameNeeds(k)
+		upper, peered = upper || u, peered || p
 	}
 	return upper, peered
+}
+
+// nameNeeds reports whether the metadata name k has an upper-case letter
+// and whether it is a peer's header: incoming changes a map with either
+// (a copy of it).
+func nameNeeds(k string) (upper, peered bool) {
+	return requestkey.HasUpper(k), strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
+}
+
+// incomingKeyed returns what incoming returns for a call the library's
+// server interceptor serves (from the callers' origin), with its
+// content-subtype and its key under rule appended to dst (appendKey).
+// Most calls need no change to their metadata (grpc-go's transport writes
+// every name in lower case, a caller sends no peer's header, and only
+// callers with certificates are named by them): such a call's names are
+// checked in the pass that finds the headers of its key.
+func (p *Proxy) incomingKeyed(ctx context.Context, dst []byte, method string, rule policy.Rule, payload []byte) (metadata.MD, string, []byte) {
+	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok && (!p.callers.clientCert || verifiedClientCert(ctx) == nil) {
+		var h requestkey.Headers
+		if p.keepUnchanged(&h, md) {
+			sub := contentSubtype(md)
+			return md, sub, p.appendKeyOf(dst, method, rule, sub, payload, &h)
+		}
+	}
+	md := incoming(ctx, &p.callers)
+	sub := contentSubtype(md)
+	return md, sub, p.appendKey(dst, method, rule, sub, payload, md)
+}
+
+// keepUnchanged has the key rule keep md's headers in h, and reports
+// whether md needs no change (nameNeeds); it stops at the first name that
+// does.
+func (p *Proxy) keepUnchanged(h *requestkey.Headers, md metadata.MD) bool {
+	for name, values := range md {
+		if upper, peered := nameNeeds(name); upper || peered {
+			return false
+		}
+		p.keyRule.Keep(h, name, values)
+	}
+	return true
 }
 
 // incomingKey is the key grpc-go keeps a call's incoming metadata under in

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/collapser/collapser/src/internal/heapsize"
 	"github.com/collapser/collapser/src/internal/peers"
+	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
 func TestForwardable_DropsTransportHeadersKeepsTheRest(t *testing.T) {
@@ -130,17 +133,22 @@ func TestIncoming_ReadsTheCallsMetadataWithoutCopyingIt(t *testing.T) {
 	}
 }
 
-func TestIncoming_ChangesOnlyACopy(t *testing.T) {
+// incomingCase is a call's metadata, attached to ctx as it is (not
+// through metadata.New), and what incoming makes of it.
+type incomingCase struct {
+	name string
+	ctx  context.Context
+	md   metadata.MD
+	want metadata.MD
+}
+
+// incomingCases are the calls whose metadata incoming changes: in a copy.
+func incomingCases(t *testing.T) []incomingCase {
 	cert := &x509.Certificate{Raw: []byte("a caller's certificate")}
 	sum := sha256.Sum256(cert.Raw)
 	verified := peer.NewContext(t.Context(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
 		VerifiedChains: [][]*x509.Certificate{{cert}}, PeerCertificates: []*x509.Certificate{cert}}}})
-	tests := []struct {
-		name string
-		ctx  context.Context
-		md   metadata.MD // attached as it is, not through metadata.New
-		want metadata.MD
-	}{
+	return []incomingCase{
 		{
 			name: "a peer's header is dropped",
 			ctx:  t.Context(),
@@ -162,12 +170,46 @@ func TestIncoming_ChangesOnlyACopy(t *testing.T) {
 			want: metadata.MD{"authorization": {"Bearer ann"}},
 		},
 	}
-	for _, tt := range tests {
+}
+
+func TestIncoming_ChangesOnlyACopy(t *testing.T) {
+	for _, tt := range incomingCases(t) {
 		t.Run(tt.name, func(t *testing.T) {
 			attached := maps.Clone(tt.md)
 			ctx := metadata.NewIncomingContext(tt.ctx, attached)
 			if got := incoming(ctx, &origin{clientCert: true}); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("incoming = %v, want %v", map[string][]string(got), map[string][]string(tt.want))
+			}
+			if !reflect.DeepEqual(attached, tt.md) {
+				t.Errorf("the call's own metadata became %v, want it unchanged: %v", map[string][]string(attached), map[string][]string(tt.md))
+			}
+		})
+	}
+}
+
+func TestIncomingKeyed_IsIncomingAndTheKeyOfIt(t *testing.T) {
+	r, err := requestkey.NewRule(requestkey.RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{keyRule: r, callers: origin{clientCert: true}}
+	unchanged := metadata.MD{":authority": {"sidecar:50052"}, "content-type": {"application/grpc+json"}, "authorization": {"Bearer ann"}}
+	tests := append(incomingCases(t), incomingCase{name: "a map that needs no change is the call's own", ctx: t.Context(), md: unchanged, want: unchanged})
+	const method = "/hello.v1.Greeter/SayHello"
+	payload := []byte("request")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			attached := maps.Clone(tt.md)
+			ctx := metadata.NewIncomingContext(tt.ctx, attached)
+			md, sub, key := p.incomingKeyed(ctx, nil, method, policy.Rule{}, payload)
+			if !reflect.DeepEqual(md, tt.want) {
+				t.Errorf("metadata = %v, want %v", map[string][]string(md), map[string][]string(tt.want))
+			}
+			if want := contentSubtype(tt.want); sub != want {
+				t.Errorf("content-subtype = %q, want %q", sub, want)
+			}
+			if want := p.appendKey(nil, method, policy.Rule{}, sub, payload, tt.want); !bytes.Equal(key, want) {
+				t.Errorf("key = %q, want the key of incoming's metadata: %q", key, want)
 			}
 			if !reflect.DeepEqual(attached, tt.md) {
 				t.Errorf("the call's own metadata became %v, want it unchanged: %v", map[string][]string(attached), map[string][]string(tt.md))

@@ -16,6 +16,7 @@ import (
 	"github.com/collapser/collapser/src/internal/callstatus"
 	"github.com/collapser/collapser/src/internal/collapse"
 	"github.com/collapser/collapser/src/internal/policy"
+	"github.com/collapser/collapser/src/internal/requestkey"
 )
 
 // The statuses grpc-go answers a unary call with that does not carry
@@ -192,12 +193,22 @@ func (p *Proxy) receiveKeyed(ss grpc.ServerStream, method string, rule policy.Ru
 // without one), and the headers the proxy's key rule keeps, credentials
 // always.
 func (p *Proxy) appendKey(dst []byte, method string, rule policy.Rule, sub string, payload []byte, md metadata.MD) []byte {
+	var h requestkey.Headers
+	for name, values := range md {
+		p.keyRule.Keep(&h, name, values)
+	}
+	return p.appendKeyOf(dst, method, rule, sub, payload, &h)
+}
+
+// appendKeyOf is appendKey for a call whose headers the key rule kept are
+// h.
+func (p *Proxy) appendKeyOf(dst []byte, method string, rule policy.Rule, sub string, payload []byte, h *requestkey.Headers) []byte {
 	if rule.Schema == nil {
-		return p.keyRule.AppendKey(dst, method, sub, payload, md)
+		return h.AppendKey(dst, method, sub, payload)
 	}
 	buf := keyBuffers.Get().(*[]byte)
 	*buf = rule.Schema.AppendKeyed((*buf)[:0], sub, payload)
-	dst = p.keyRule.AppendKey(dst, method, sub, *buf, md) // its own copy
+	dst = h.AppendKey(dst, method, sub, *buf) // its own copy
 	releaseKey(buf, *buf)
 	return dst
 }

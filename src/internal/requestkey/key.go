@@ -4,15 +4,14 @@ import (
 	"encoding/binary"
 	"slices"
 	"strings"
-
-	"google.golang.org/grpc/metadata"
 )
 
 // protoSubtype is the content-subtype of the default codec; a call without a
 // subtype ("application/grpc") uses it too.
 const protoSubtype = "proto"
 
-// stackHeaders is how many kept headers AppendKey sorts without a heap allocation.
+// stackHeaders is how many kept headers Headers holds without a heap
+// allocation.
 const stackHeaders = 32
 
 // header is one metadata entry kept for the key.
@@ -22,8 +21,53 @@ type header struct {
 	values []string
 }
 
+// Headers are the headers of one call that a Rule keeps in its key, added
+// one by one in any order (Rule.Keep), so that a walk over a call's
+// metadata that reads the names for needs of its own builds the key in the
+// same pass. The zero value holds none; it holds stackHeaders without a
+// heap allocation.
+type Headers struct {
+	stack [stackHeaders]header
+	n     int      // held in stack
+	more  []header // every one, once there are more than stack holds
+}
+
+// Keep adds the header name, with values, to h when r keeps it in the key:
+// a header without values never is, and a name is compared in lower case.
+func (r *Rule) Keep(h *Headers, name string, values []string) {
+	if len(values) == 0 {
+		return
+	}
+	lower := name
+	if HasUpper(name) {
+		lower = strings.ToLower(name)
+	}
+	if !r.keeps(lower) {
+		return
+	}
+	e := header{name: lower, orig: name, values: values}
+	switch {
+	case h.more != nil:
+		h.more = append(h.more, e)
+	case h.n < len(h.stack):
+		h.stack[h.n] = e
+		h.n++
+	default:
+		h.more = append(append(make([]header, 0, 2*len(h.stack)), h.stack[:]...), e)
+	}
+}
+
+// kept returns the headers h holds.
+func (h *Headers) kept() []header {
+	if h.more != nil {
+		return h.more
+	}
+	return h.stack[:h.n]
+}
+
 // AppendKey appends the full-content key of a call to dst and returns the
-// extended buffer:
+// extended buffer, h being the headers its Rule kept of its metadata
+// (Keep):
 //
 //	uvarint(len) method | uvarint(len) subtype | uvarint(len) payload |
 //	for each kept header, names sorted:
@@ -35,28 +79,15 @@ type header struct {
 // ordered by original name; headers without values are left out. Equal keys
 // <=> equal normalised (method, subtype, payload, kept headers) tuples.
 //
-// It allocates nothing when dst has room for the key, at most 32 headers
-// are kept and all names are already lower case (always true for metadata
+// It allocates nothing when dst has room for the key, h holds at most 32
+// headers and all names are already lower case (always true for metadata
 // received by gRPC): a cache hit can be looked up by the bytes, and a
-// string made of them only when they are kept.
-func (r *Rule) AppendKey(dst []byte, method, subtype string, payload []byte, md metadata.MD) []byte {
+// string made of them only when they are kept. It sorts what h holds.
+func (h *Headers) AppendKey(dst []byte, method, subtype string, payload []byte) []byte {
 	if subtype == "" {
 		subtype = protoSubtype
 	}
-	var stack [stackHeaders]header
-	kept := stack[:0]
-	for orig, values := range md {
-		if len(values) == 0 {
-			continue
-		}
-		name := orig
-		if HasUpper(orig) {
-			name = strings.ToLower(orig)
-		}
-		if r.keeps(name) {
-			kept = append(kept, header{name: name, orig: orig, values: values})
-		}
-	}
+	kept := h.kept()
 	slices.SortFunc(kept, compareHeaders)
 
 	size := fieldLen(len(method)) + fieldLen(len(subtype)) + fieldLen(len(payload))

@@ -1,6 +1,9 @@
 package requestkey
 
 import (
+	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,7 +14,17 @@ const method = "/hello.v1.Greeter/SayHello"
 
 // key is r's key of a call, as a string.
 func key(r *Rule, method, subtype string, payload []byte, md metadata.MD) string {
-	return string(r.AppendKey(nil, method, subtype, payload, md))
+	return string(appendKey(r, nil, method, subtype, payload, md))
+}
+
+// appendKey appends the key of a call with metadata md to dst, as the
+// proxy builds it: r keeps md's headers, then the key is appended.
+func appendKey(r *Rule, dst []byte, method, subtype string, payload []byte, md metadata.MD) []byte {
+	var h Headers
+	for name, values := range md {
+		r.Keep(&h, name, values)
+	}
+	return h.AppendKey(dst, method, subtype, payload)
 }
 
 func mustRule(t testing.TB, o RuleOptions) *Rule {
@@ -143,8 +156,24 @@ func TestKey_AllocatesNothingInABufferWithRoom(t *testing.T) {
 	md := benchMD()
 	payload := make([]byte, 256)
 	buf := make([]byte, 0, 1024)
-	if n := testing.AllocsPerRun(100, func() { buf = r.AppendKey(buf[:0], method, "", payload, md) }); n != 0 {
-		t.Errorf("AppendKey allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { buf = appendKey(r, buf[:0], method, "", payload, md) }); n != 0 {
+		t.Errorf("Keep and AppendKey allocate %v times, want 0", n)
+	}
+}
+
+func TestKey_HoldsHeadersPastWhatTheStackHolds(t *testing.T) {
+	r := mustRule(t, RuleOptions{})
+	md := metadata.MD{}
+	for i := range stackHeaders + 8 {
+		md[fmt.Sprintf("x-h%02d", i)] = []string{strconv.Itoa(i)}
+	}
+	k := key(r, method, "", []byte("p"), md)
+	got, err := decodeKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := normalise(r, method, "", []byte("p"), md); !reflect.DeepEqual(got, want) {
+		t.Errorf("key of %d headers decodes to %+v, want %+v", len(md), got, want)
 	}
 }
 
