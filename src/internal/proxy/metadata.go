@@ -87,10 +87,7 @@ var peerHeaders = func() map[string]bool {
 // which every reader of the call's context sees.
 func incoming(ctx context.Context, o *origin) metadata.MD {
 	md, shared, peered := sharedIncoming(ctx)
-	var cert *x509.Certificate
-	if o.clientCert {
-		cert = verifiedClientCert(ctx)
-	}
+	cert := o.callerCert(ctx)
 	if cert == nil && !peered {
 		return md
 	}
@@ -128,20 +125,20 @@ func sharedIncoming(ctx context.Context) (md metadata.MD, shared, peered bool) {
 }
 
 // names reports, in one pass over md's names, whether one has an
-// upper-case letter and whether one is a peer's header (nameNeeds).
+// upper-case letter and whether one is a peer's header: incoming changes
+// a map with either (a copy of it).
 func names(md metadata.MD) (upper, peered bool) {
 	for k := range md {
-		u, p := nameNeeds(k)
-		upper, peered = upper || u, peered || p
+		upper = upper || requestkey.HasUpper(k)
+		peered = peered || peerHeader(k)
 	}
 	return upper, peered
 }
 
-// nameNeeds reports whether the metadata name k has an upper-case letter
-// and whether it is a peer's header: incoming changes a map with either
-// (a copy of it).
-func nameNeeds(k string) (upper, peered bool) {
-	return requestkey.HasUpper(k), strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
+// peerHeader reports whether the metadata name k is a peer's header
+// (peers.Headers).
+func peerHeader(k string) bool {
+	return strings.HasPrefix(k, peers.HeaderPrefix) && peerHeaders[k]
 }
 
 // incomingKeyed returns what incoming returns for a call the library's
@@ -152,7 +149,7 @@ func nameNeeds(k string) (upper, peered bool) {
 // callers with certificates are named by them): such a call's names are
 // checked in the pass that finds the headers of its key.
 func (p *Proxy) incomingKeyed(ctx context.Context, dst []byte, method string, rule policy.Rule, payload []byte) (metadata.MD, string, []byte) {
-	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok && (!p.callers.clientCert || verifiedClientCert(ctx) == nil) {
+	if md, ok := ctx.Value(incomingKey).(metadata.MD); ok && p.callers.callerCert(ctx) == nil {
 		var h requestkey.Headers
 		if p.keepUnchanged(&h, md) {
 			sub := contentSubtype(md)
@@ -165,14 +162,13 @@ func (p *Proxy) incomingKeyed(ctx context.Context, dst []byte, method string, ru
 }
 
 // keepUnchanged has the key rule keep md's headers in h, and reports
-// whether md needs no change (nameNeeds); it stops at the first name that
-// does.
+// whether md needs no change (names): no name in upper case (as Keep
+// finds), no peer's header. It stops at the first name that needs one.
 func (p *Proxy) keepUnchanged(h *requestkey.Headers, md metadata.MD) bool {
 	for name, values := range md {
-		if upper, peered := nameNeeds(name); upper || peered {
+		if peerHeader(name) || p.keyRule.Keep(h, name, values) {
 			return false
 		}
-		p.keyRule.Keep(h, name, values)
 	}
 	return true
 }
@@ -207,6 +203,16 @@ func (r *keyRecorder) Value(key any) any {
 // answer, and the owner of a forwarded call keys it alike. The backend
 // receives it too.
 const ClientCertHeader = "x-forwarded-client-cert"
+
+// callerCert returns the certificate that names the caller of ctx on o's
+// port (ClientCertHeader): the one it presented and the listener verified,
+// on the callers' port; nil for none, and on the peer port.
+func (o *origin) callerCert(ctx context.Context) *x509.Certificate {
+	if !o.clientCert {
+		return nil
+	}
+	return verifiedClientCert(ctx)
+}
 
 // verifiedClientCert returns the certificate the caller of ctx presented
 // and the listener verified; nil for none.

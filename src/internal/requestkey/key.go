@@ -34,16 +34,15 @@ type Headers struct {
 
 // Keep adds the header name, with values, to h when r keeps it in the key:
 // a header without values never is, and a name is compared in lower case.
-func (r *Rule) Keep(h *Headers, name string, values []string) {
-	if len(values) == 0 {
-		return
-	}
+// It reports whether name has an upper-case letter (HasUpper), which a
+// name grpc-go's transport received never has, whether it is kept or not.
+func (r *Rule) Keep(h *Headers, name string, values []string) (upper bool) {
 	lower := name
-	if HasUpper(name) {
+	if upper = HasUpper(name); upper {
 		lower = strings.ToLower(name)
 	}
-	if !r.keeps(lower) {
-		return
+	if len(values) == 0 || !r.keeps(lower) {
+		return upper
 	}
 	e := header{name: lower, orig: name, values: values}
 	switch {
@@ -55,6 +54,7 @@ func (r *Rule) Keep(h *Headers, name string, values []string) {
 	default:
 		h.more = append(append(make([]header, 0, 2*len(h.stack)), h.stack[:]...), e)
 	}
+	return upper
 }
 
 // kept returns the headers h holds.
@@ -91,11 +91,11 @@ func (h *Headers) AppendKey(dst []byte, method, subtype string, payload []byte) 
 	slices.SortFunc(kept, compareHeaders)
 
 	size := fieldLen(len(method)) + fieldLen(len(subtype)) + fieldLen(len(payload))
-	for i, h := range kept {
-		if i == 0 || kept[i-1].name != h.name {
-			size += fieldLen(len(h.name)) + uvarintLen(uint64(valueCount(kept[i:])))
+	for i, e := range kept {
+		if i == 0 || kept[i-1].name != e.name {
+			size += fieldLen(len(e.name)) + uvarintLen(uint64(valueCount(kept[i:])))
 		}
-		for _, v := range h.values {
+		for _, v := range e.values {
 			size += fieldLen(len(v))
 		}
 	}
@@ -105,12 +105,12 @@ func (h *Headers) AppendKey(dst []byte, method, subtype string, payload []byte) 
 	b = appendField(b, subtype)
 	b = binary.AppendUvarint(b, uint64(len(payload)))
 	b = append(b, payload...)
-	for i, h := range kept {
-		if i == 0 || kept[i-1].name != h.name {
-			b = appendField(b, h.name)
+	for i, e := range kept {
+		if i == 0 || kept[i-1].name != e.name {
+			b = appendField(b, e.name)
 			b = binary.AppendUvarint(b, uint64(valueCount(kept[i:])))
 		}
-		for _, v := range h.values {
+		for _, v := range e.values {
 			b = appendField(b, v)
 		}
 	}

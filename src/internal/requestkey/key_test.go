@@ -199,3 +199,28 @@ func BenchmarkKey(b *testing.B) {
 		key(r, method, "", payload, md)
 	}
 }
+
+func TestKeep_ReportsANameInUpperCaseKeptOrNot(t *testing.T) {
+	r := mustRule(t, RuleOptions{})
+	tests := []struct {
+		name   string
+		values []string
+		upper  bool
+		kept   bool
+	}{
+		{"x-a", []string{"1"}, false, true},
+		{"X-A", []string{"1"}, true, true},
+		{"X-A", nil, true, false},                  // no values: never kept
+		{"User-Agent", []string{"a"}, true, false}, // ignored by default
+		{"user-agent", []string{"a"}, false, false},
+	}
+	for _, tt := range tests {
+		var h Headers
+		if got := r.Keep(&h, tt.name, tt.values); got != tt.upper {
+			t.Errorf("Keep(%q, %q) reports upper case %v, want %v", tt.name, tt.values, got, tt.upper)
+		}
+		if kept := len(h.kept()) == 1; kept != tt.kept {
+			t.Errorf("Keep(%q, %q) kept it: %v, want %v", tt.name, tt.values, kept, tt.kept)
+		}
+	}
+}
