@@ -196,8 +196,10 @@ func TestTraces_AStaleServeLinksToTheOldCallAndTheRefreshHasItsOwnBackendSpan(t 
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the refresh at the backend", func() bool { return backend.Calls.SayHello.Load() == 2 })
-	spans := r.WaitFor(t, "both callers' spans and both backend calls", func(s otlptest.Spans) bool {
-		return len(outcomes(s)) == 2 && len(s.Where(isClient)) == 2
+	// The refresh runs after its caller has its answer, and its backend
+	// call's span ends before the refresh's own: wait for both calls' spans.
+	spans := r.WaitFor(t, "both callers' spans, both calls and both backend calls", func(s otlptest.Spans) bool {
+		return len(outcomes(s)) == 2 && len(s.Named(proxy.CallSpanName)) == 2 && len(s.Where(isClient)) == 2
 	})
 	leaders, stale := served(spans, "leader"), served(spans, "stale")
 	if len(leaders) != 1 || len(stale) != 1 {
