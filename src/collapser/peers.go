@@ -200,7 +200,8 @@ func (s *services) Invoke(ctx context.Context, method string, args, reply any, o
 	}
 	stream := &recorder{method: method}
 	out, err := m.unary.Handler(m.impl, grpc.NewContextWithServerTransportStream(forwardedContext(ctx), stream), decode, s.unary)
-	return settle(method, stream, out, err, reply, opts)
+	b, header, trailer, err := ran(method, stream, out, err)
+	return settle(reply, opts, b, header, trailer, err)
 }
 
 // NewStream implements grpc.ClientConnInterface: the streams peers

@@ -91,45 +91,61 @@ func (c *Collapser) serveUnary(ctx context.Context, req any, info *grpc.UnarySer
 }
 
 // handlerConn is the engine's backend for one call the server interceptor
-// serves: a connection to the application's handler, in the process. Its
-// call runs the handler on a request of its own, decoded from the engine's
-// (the caller's may change after it returned, and a refresh runs after it
-// did), in handlerContext of the engine's call and caller (the caller who
-// led the run, or found its answer stale).
+// serves: the application's handler, in the process (a
+// proxy.LocalBackend). Its call runs the handler on a request of its own,
+// decoded from the engine's (the caller's may change after it returned,
+// and a refresh runs after it did), in handlerContext of the engine's call
+// and caller (the caller who led the run, or found its answer stale).
 type handlerConn struct {
 	caller  context.Context
 	request protoreflect.MessageType
 	handler grpc.UnaryHandler
 }
 
-// Invoke implements grpc.ClientConnInterface.
-func (h handlerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	payload, _ := proxy.Wire(args)
+// RunLocal implements proxy.LocalBackend.
+func (h handlerConn) RunLocal(ctx context.Context, method string, request []byte) ([]byte, metadata.MD, metadata.MD, error) {
 	req := h.request.New().Interface()
-	if err := proto.Unmarshal(payload, req); err != nil {
-		return status.Errorf(codes.Internal, "collapser: decode the request of %s: %v", method, err)
+	if err := proto.Unmarshal(request, req); err != nil {
+		return nil, nil, nil, status.Errorf(codes.Internal, "collapser: decode the request of %s: %v", method, err)
 	}
 	stream := &recorder{method: method}
 	out, err := h.handler(grpc.NewContextWithServerTransportStream(handlerContext(ctx, h.caller), stream), req)
-	return settle(method, stream, out, err, reply, opts)
+	return ran(method, stream, out, err)
 }
 
-// settle ends a handler's run for the engine: the header and trailer it
-// set on stream go where opts ask, and the answer it returned, out or err,
-// into reply, as its wire bytes.
-func settle(method string, stream *recorder, out any, err error, reply any, opts []grpc.CallOption) error {
+// Invoke implements grpc.ClientConnInterface, as RunLocal.
+func (h handlerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	payload, _ := proxy.Wire(args)
+	b, header, trailer, err := h.RunLocal(ctx, method, payload)
+	return settle(reply, opts, b, header, trailer, err)
+}
+
+// ran returns what a handler's run of method produced: the wire bytes of
+// out, its answer, or its error err, with the header and trailer it set
+// on stream.
+func ran(method string, stream *recorder, out any, err error) ([]byte, metadata.MD, metadata.MD, error) {
 	header, trailer := stream.result()
-	fill(opts, header, trailer)
 	if err != nil {
-		return err
+		return nil, header, trailer, err
 	}
 	m, ok := out.(proto.Message)
 	if !ok {
-		return status.Errorf(codes.Internal, "collapser: the handler of %s answered %T, not a protobuf message", method, out)
+		return nil, header, trailer, status.Errorf(codes.Internal, "collapser: the handler of %s answered %T, not a protobuf message", method, out)
 	}
 	b, err := proto.Marshal(m)
 	if err != nil {
-		return status.Errorf(codes.Internal, "collapser: encode the answer of %s: %v", method, err)
+		return nil, header, trailer, status.Errorf(codes.Internal, "collapser: encode the answer of %s: %v", method, err)
+	}
+	return b, header, trailer, nil
+}
+
+// settle ends a call made through grpc.ClientConnInterface on a handler's
+// run, with what the run produced (ran): the header and trailer go where
+// opts ask, the answer's wire bytes b into reply.
+func settle(reply any, opts []grpc.CallOption, b []byte, header, trailer metadata.MD, err error) error {
+	fill(opts, header, trailer)
+	if err != nil {
+		return err
 	}
 	proxy.SetWire(reply, b)
 	return nil
@@ -144,8 +160,9 @@ func (h handlerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 // handlerContext is the context a shared run's handler runs in: the
 // deadline and cancellation of engine, the engine's call, and the values
 // of caller, who led the run (who called, from where, and what the
-// interceptors before this one added), without the engine call's outgoing
-// metadata: the handler's own calls send only what it adds.
+// interceptors before this one added), with no outgoing metadata, not
+// even the metadata caller's calls would send: the run is shared, and the
+// handler's own calls send only what it adds.
 func handlerContext(engine, caller context.Context) context.Context {
 	return valuesOf{Context: metadata.NewOutgoingContext(engine, nil), values: caller}
 }

@@ -329,9 +329,9 @@ func TestInterceptors_TellTheCallerHowItsCallWasServed(t *testing.T) {
 
 func TestServer_TheHandlerSeesTheCallersMetadataAsSent(t *testing.T) {
 	// The interceptor keys a call by grpc-go's own map of its metadata,
-	// which the handler reads too: the backend call that runs the handler
-	// takes a map of its own, and the handler sees every header it would
-	// see without the interceptor, transport headers included.
+	// which the handler reads too, from its leader's context: it sees
+	// every header it would see without the interceptor, transport headers
+	// included.
 	names := func(ctx context.Context, _ *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		return &hellov1.HelloReply{Message: strings.Join(slices.Sorted(maps.Keys(md)), " ")}, nil
@@ -350,5 +350,26 @@ func TestServer_TheHandlerSeesTheCallersMetadataAsSent(t *testing.T) {
 	}
 	if got.GetMessage() != want.GetMessage() {
 		t.Errorf("with the interceptor the handler sees the headers %q, want %q as without it", got.GetMessage(), want.GetMessage())
+	}
+}
+
+func TestServer_TheHandlersOwnCallsSendOnlyWhatItAdds(t *testing.T) {
+	// A run is shared: what an interceptor before this one set to go out
+	// with its leader's calls does not go out with the handler's.
+	sends := func(ctx context.Context, _ *hellov1.HelloRequest) (*hellov1.HelloReply, error) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		return &hellov1.HelloReply{Message: strings.Join(slices.Sorted(maps.Keys(md)), " ")}, nil
+	}
+	c, _ := newCollapser(t, "default:\n  collapse: true\n", nil)
+	leaderSends := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(metadata.AppendToOutgoingContext(ctx, "x-leader", "ann"), req)
+	}
+	addr := (&testkit.Greeter{SayHello: sends}).Start(t, grpc.ChainUnaryInterceptor(leaderSends, c.UnaryServerInterceptor()))
+	got, err := hellov1.NewGreeterClient(dial(t, addr)).SayHello(testkit.Context(t), &hellov1.HelloRequest{Name: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetMessage() != "" {
+		t.Errorf("the handler's calls would send %q, want nothing", got.GetMessage())
 	}
 }

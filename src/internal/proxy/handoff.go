@@ -153,7 +153,7 @@ func (p *Proxy) takeOver(ctx context.Context, hash string, forwarded bool, c *un
 	if !handed || !aged {
 		return nil, nil
 	}
-	resp, err := p.response(reply, header, trailer, err)
+	resp, err := p.response(reply.payload, header, trailer, err)
 	resp.life, resp.aged, resp.handed, resp.refreshIn = life, true, true, refreshIn
 	return resp, err
 }

@@ -139,7 +139,7 @@ func (p *Proxy) invokeOwner(ctx context.Context, pl placement, c *unaryCall, ref
 	}
 	p.observer.ObservePeerCall(method, owner, status.Code(err), false)
 	life, aged := parseLife(trailer.Get(peers.LifeHeader))
-	resp, err := p.response(reply, header, trailer, err)
+	resp, err := p.response(reply.payload, header, trailer, err)
 	resp.life, resp.aged = life, aged
 	resp.forwarded = owner == OwnerPeer
 	return resp, err

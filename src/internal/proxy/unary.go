@@ -292,17 +292,46 @@ func receiveOne(ss grpc.ServerStream, req any) error {
 
 // invoke makes c's one backend call, on its backend. Its context is the
 // collapse call's: it belongs to no caller, ends with the call's timeout
-// and is cancelled when every caller waiting for it has left. The caller's authority and headers
-// go with it (outgoing). The error is the backend's status when it is not
-// OK, so the group never keeps it; the Response carries it too, with the
-// metadata the backend sent alongside.
+// and is cancelled when every caller waiting for it has left. The caller's
+// authority and headers go with it (outgoing), unless the backend is a
+// LocalBackend, which reads them itself. The error is the backend's status
+// when it is not OK, so the group never keeps it; the Response carries it
+// too, with the metadata the backend sent alongside.
 func (p *Proxy) invoke(ctx context.Context, c *unaryCall) (*Response, error) {
+	var (
+		reply           []byte
+		header, trailer metadata.MD
+		err             error
+	)
+	start := time.Now()
+	if local, ok := c.backend.(LocalBackend); ok {
+		reply, header, trailer, err = local.RunLocal(ctx, c.method, c.payload)
+	} else {
+		reply, header, trailer, err = p.invokeRemote(ctx, c)
+	}
+	p.observer.ObserveBackendCall(ctx, c.method, status.Code(err), time.Since(start))
+	return p.response(reply, header, trailer, err)
+}
+
+// LocalBackend is a backend in the process that finds its caller's
+// metadata itself: the library's handler runs in the context of the call
+// that led it. The proxy makes a call on it with the request's wire bytes
+// alone, building no outgoing metadata and no call options for it.
+type LocalBackend interface {
+	grpc.ClientConnInterface
+	// RunLocal runs method on request (its wire bytes) in ctx, the
+	// collapse call's, and returns the reply's wire bytes and the header
+	// and trailer set with it (maps of their own), or the call's error.
+	RunLocal(ctx context.Context, method string, request []byte) (reply []byte, header, trailer metadata.MD, err error)
+}
+
+// invokeRemote makes c's call on its backend, a connection: with the
+// caller's authority and forwardable headers (outgoing).
+func (p *Proxy) invokeRemote(ctx context.Context, c *unaryCall) ([]byte, metadata.MD, metadata.MD, error) {
 	x := &exchange{request: frame{payload: c.payload}}
 	ctx, opts := p.outgoing(ctx, c.sub, c.md, x)
-	start := time.Now()
 	err := c.backend.Invoke(ctx, c.method, &x.request, &x.reply, opts...)
-	p.observer.ObserveBackendCall(ctx, c.method, status.Code(err), time.Since(start))
-	return p.response(x.reply, x.header, x.trailer, err)
+	return x.reply.payload, x.header, x.trailer, err
 }
 
 // exchange is what a backend call sends and receives, in one allocation
@@ -325,9 +354,9 @@ func (p *Proxy) outgoing(ctx context.Context, sub string, md metadata.MD, x *exc
 	return metadata.NewOutgoingContext(ctx, forwardable(md)), opts
 }
 
-// response is what a backend call that answered out with header and
-// trailer, or failed with err, produced.
-func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Response, error) {
+// response is what a backend call that answered out (its wire bytes) with
+// header and trailer, or failed with err, produced.
+func (p *Proxy) response(out []byte, header, trailer metadata.MD, err error) (*Response, error) {
 	tags := p.takeTags(header)
 	resp := &Response{Header: kept(header), Trailer: kept(trailer), tags: tags}
 	resp.Private = p.private.privateIn(resp.Header) || p.private.privateIn(resp.Trailer)
@@ -335,7 +364,7 @@ func (p *Proxy) response(out frame, header, trailer metadata.MD, err error) (*Re
 		resp.Err = status.Convert(err).Err()
 		return resp, resp.Err
 	}
-	resp.Payload = out.payload
+	resp.Payload = out
 	return resp, nil
 }
 
