@@ -21,7 +21,9 @@ import (
 // process (a server's) or the call's invoker (a client's). Both go through
 // the same paths (share, replayStream): the same rules, keys, collapse
 // group, records, freshness, privacy, tags, purges, metrics and spans. The
-// connection's messages are the engine's frames (Wire, SetWire).
+// connection's messages are the engine's frames (Wire, SetWire). A unary
+// handler's connection is a LocalBackend too: its calls take the request's
+// bytes alone, with no outgoing metadata built for them.
 
 // Wire returns the wire bytes of msg, a message the engine sends on a
 // backend connection or to a caller's stream, and false when msg is none
