@@ -6,8 +6,9 @@
 //
 // For each scenario it starts a hello backend and the three proxies in front
 // of it on loopback (in miss-peers, a lone collapser and three peered ones
-// instead), then runs interleaved rounds of ghz against each target
-// (direct, collapser, nginx, plain, direct, ...). Per run it records ghz's
+// instead), then runs interleaved rounds of ghz against each target of each
+// scenario (direct, collapser, nginx, plain of the first scenario, then of
+// the next, ..., then the second round). Per run it records ghz's
 // RPS and latency percentiles, the CPU time of the proxy's and the backend's
 // processes from /proc, and the backend's own count of SayHello calls. It
 // prints one table of medians over the rounds, with each RPS as a ratio to
@@ -49,12 +50,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep := newReport(cfg, hz)
-	for _, sc := range cfg.scenarios {
-		fmt.Fprintf(stderr, "==> %s\n", sc.Title)
-		res, err := runScenario(ctx, cfg, cpuMeter{ticksPerSecond: hz}, sc, stderr)
-		if err != nil {
-			return fmt.Errorf("scenario %s: %w", sc.ID, err)
-		}
+	results, err := runScenarios(ctx, cfg, cpuMeter{ticksPerSecond: hz}, cfg.scenarios, stderr)
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
 		rep.add(res)
 	}
 	rep.finish()

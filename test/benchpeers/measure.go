@@ -27,47 +27,82 @@ type measurement struct {
 	BackendCalls  int64    `json:"backend_calls"`
 }
 
-// runScenario starts sc's servers, measures them and stops them.
-func runScenario(ctx context.Context, cfg config, meter cpuMeter, sc scenario, progress io.Writer) (scenarioResult, error) {
-	st, err := startStack(ctx, cfg, sc)
-	if err != nil {
-		return scenarioResult{}, err
+// runScenarios starts the servers of every scenario, measures them and
+// stops them. The rounds are interleaved across scenarios as well as
+// across targets: each round runs every scenario's targets in turn, so
+// that a ratio of two scenarios (a miss's CPU over a pass-through's)
+// compares runs as close in time as the targets of one scenario are,
+// however the machine's speed moves over the minutes of the whole run.
+func runScenarios(ctx context.Context, cfg config, meter cpuMeter, scenarios []scenario, progress io.Writer) (res []scenarioResult, err error) {
+	stacks := make([]*stack, 0, len(scenarios))
+	defer func() {
+		for _, st := range stacks {
+			err = errors.Join(err, st.stop())
+		}
+	}()
+	for _, sc := range scenarios {
+		fmt.Fprintf(progress, "==> start %s\n", sc.Title)
+		st, err := startStack(ctx, cfg, sc)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.ID, err)
+		}
+		stacks = append(stacks, st)
 	}
-	res, err := measureRounds(ctx, cfg, meter, sc, st, progress)
-	return res, errors.Join(err, st.stop())
-}
-
-// measureRounds runs one unrecorded warm-up per target, then cfg.rounds
-// rounds of every target in turn (targetNames' order).
-func measureRounds(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *stack, progress io.Writer) (scenarioResult, error) {
-	res := scenarioResult{Scenario: sc, LoadBefore: loadAverage()}
-	warmup, recorded := cfg.loadOf(sc, true), cfg.loadOf(sc, false)
-	if cfg.warmup > 0 {
-		for _, t := range st.targets {
-			if _, err := measure(ctx, cfg, meter, st, t, warmup); err != nil {
-				return res, fmt.Errorf("warm-up: %w", err)
-			}
+	res = make([]scenarioResult, len(scenarios))
+	for i, sc := range scenarios {
+		res[i] = scenarioResult{Scenario: sc, LoadBefore: loadAverage()}
+		if err := warmUp(ctx, cfg, meter, sc, stacks[i]); err != nil {
+			return nil, fmt.Errorf("scenario %s: warm-up: %w", sc.ID, err)
 		}
 	}
 	for round := 1; round <= cfg.rounds; round++ {
-		var directRPS float64
-		for _, t := range st.targets {
-			m, err := measure(ctx, cfg, meter, st, t, recorded)
+		for i, sc := range scenarios {
+			runs, err := measureRound(ctx, cfg, meter, sc, stacks[i], round, progress)
 			if err != nil {
-				return res, fmt.Errorf("round %d: %w", round, err)
+				return nil, fmt.Errorf("scenario %s: round %d: %w", sc.ID, round, err)
 			}
-			m.Round = round
-			if t.name == targetDirect {
-				directRPS = m.RPS
-			}
-			m.RatioToDirect = m.RPS / directRPS
-			res.Runs = append(res.Runs, m)
-			fmt.Fprintf(progress, "  round %d/%d %-15s %9.0f rps (%.2fx) p50 %7.2f ms p99 %7.2f ms proxy cpu %s backend calls %d errors %d\n",
-				round, cfg.rounds, t.name, m.RPS, m.RatioToDirect, m.P50Ms, m.P99Ms, formatCPU(m.ProxyCPUUs), m.BackendCalls, m.Errors)
+			res[i].Runs = append(res[i].Runs, runs...)
 		}
 	}
-	res.LoadAfter = loadAverage()
+	for i := range res {
+		res[i].LoadAfter = loadAverage()
+	}
 	return res, nil
+}
+
+// warmUp makes one unrecorded run against each of st's targets.
+func warmUp(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *stack) error {
+	if cfg.warmup <= 0 {
+		return nil
+	}
+	for _, t := range st.targets {
+		if _, err := measure(ctx, cfg, meter, st, t, cfg.loadOf(sc, true)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measureRound runs round of sc: one recorded run of every target of st
+// in turn (targetNames' order), each RPS as a ratio to direct's.
+func measureRound(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *stack, round int, progress io.Writer) ([]measurement, error) {
+	var runs []measurement
+	var directRPS float64
+	for _, t := range st.targets {
+		m, err := measure(ctx, cfg, meter, st, t, cfg.loadOf(sc, false))
+		if err != nil {
+			return nil, err
+		}
+		m.Round = round
+		if t.name == targetDirect {
+			directRPS = m.RPS
+		}
+		m.RatioToDirect = m.RPS / directRPS
+		runs = append(runs, m)
+		fmt.Fprintf(progress, "  round %d/%d %-20s %-15s %9.0f rps (%.2fx) p50 %7.2f ms p99 %7.2f ms proxy cpu %s backend calls %d errors %d\n",
+			round, cfg.rounds, sc.ID, t.name, m.RPS, m.RatioToDirect, m.P50Ms, m.P99Ms, formatCPU(m.ProxyCPUUs), m.BackendCalls, m.Errors)
+	}
+	return runs, nil
 }
 
 // measure makes one ghz run against t and reads, before and after, the CPU
