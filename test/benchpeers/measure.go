@@ -64,8 +64,9 @@ func runScenarios(ctx context.Context, cfg config, meter cpuMeter, scenarios []s
 			res[i].Runs = append(res[i].Runs, runs...)
 		}
 	}
+	after := loadAverage()
 	for i := range res {
-		res[i].LoadAfter = loadAverage()
+		res[i].LoadAfter = after
 	}
 	return res, nil
 }
@@ -75,8 +76,9 @@ func warmUp(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *st
 	if cfg.warmup <= 0 {
 		return nil
 	}
+	warmup := cfg.loadOf(sc, true)
 	for _, t := range st.targets {
-		if _, err := measure(ctx, cfg, meter, st, t, cfg.loadOf(sc, true)); err != nil {
+		if _, err := measure(ctx, cfg, meter, st, t, warmup); err != nil {
 			return err
 		}
 	}
@@ -88,8 +90,9 @@ func warmUp(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *st
 func measureRound(ctx context.Context, cfg config, meter cpuMeter, sc scenario, st *stack, round int, progress io.Writer) ([]measurement, error) {
 	var runs []measurement
 	var directRPS float64
+	recorded := cfg.loadOf(sc, false)
 	for _, t := range st.targets {
-		m, err := measure(ctx, cfg, meter, st, t, cfg.loadOf(sc, false))
+		m, err := measure(ctx, cfg, meter, st, t, recorded)
 		if err != nil {
 			return nil, err
 		}
