@@ -3,6 +3,7 @@ package collapser
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,9 +29,11 @@ import (
 //	InterceptHitNoCacheStatus  the same, without the cache-status entry
 //	InterceptFloor the least any interceptor serving a kept answer does
 //	InterceptMiss  a new request each call: the handler runs, its answer is kept
-//	InterceptJoin  callers that join a run in flight; joined/op says how many did,
-//	               cpu-ns/op what a call cost the process (its ns/op is the
-//	               wall time of callers that mostly wait: the run sleeps)
+//	InterceptJoin  rounds of callers of one request, all but one joining the
+//	               run in flight (joinRounds); joined/op says how many did,
+//	               cpu-ns/op what a call cost the process (its ns/op is
+//	               mostly the rounds' wait for every caller to join)
+//	InterceptJoinFloor  the least any join does, in the same rounds
 //
 // The Loopback... benchmarks make real gRPC calls over loopback, and report
 // the process's CPU time per call (cpu-ns/op):
@@ -182,30 +185,119 @@ func BenchmarkInterceptMiss(b *testing.B) {
 }
 
 func BenchmarkInterceptJoin(b *testing.B) {
+	c, _ := newCollapser(b, "default:\n  collapse: true\n  cacheTTL: 0s\n", nil)
+	joinRounds(b, c.serveUnary, func() int { return c.proxy.Stats().Waiters })
+}
+
+// BenchmarkInterceptJoinFloor is the least a join does, as
+// BenchmarkInterceptFloor is the least a hit does: InterceptJoin's rounds,
+// through the barest group (a mutex, a map, and a channel closed when the
+// run ends). Each caller encodes its request to find the run by the bytes,
+// and decodes its own reply of the answer's; a joiner parks and is woken.
+// Nothing else: no header in the key, no policy, no bound, no counter, no
+// entry. InterceptJoin's cpu-ns/op over this one's is the engine's own.
+func BenchmarkInterceptJoinFloor(b *testing.B) {
+	type flight struct {
+		done   chan struct{}
+		answer []byte
+		err    error
+	}
+	var (
+		mu      sync.Mutex
+		flights = map[string]*flight{}
+		waiting atomic.Int64
+	)
+	reply := (&hellov1.HelloReply{}).ProtoReflect().Type()
+	floor := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		key, err := proto.Marshal(req.(proto.Message))
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		f, joined := flights[string(key)]
+		if !joined {
+			f = &flight{done: make(chan struct{})}
+			flights[string(key)] = f
+		}
+		waiting.Add(1)
+		mu.Unlock()
+		if joined {
+			<-f.done
+		} else {
+			var out any
+			if out, f.err = handler(ctx, req); f.err == nil {
+				f.answer, f.err = proto.Marshal(out.(proto.Message))
+			}
+			mu.Lock()
+			delete(flights, string(key))
+			mu.Unlock()
+			close(f.done)
+		}
+		waiting.Add(-1)
+		if f.err != nil {
+			return nil, f.err
+		}
+		out := reply.New().Interface()
+		return out, proto.Unmarshal(f.answer, out)
+	}
+	joinRounds(b, floor, func() int { return int(waiting.Load()) })
+}
+
+// joinRound is how many callers of one request a round of joinRounds makes
+// at once: one leads the run, the others join it.
+const joinRound = 32
+
+// joinRounds makes b.N calls of one request through intercept, in rounds
+// of joinRound callers at once, and reports the process's CPU per call.
+// The round's run (its handler) ends only once waiting, what intercept
+// reports of the callers that wait for a run, leaders included, counts
+// every caller of the round: every other caller has joined it, whatever
+// the VM's timers do. A round's callers are woken from a channel, as a
+// joiner is woken, so a call's CPU holds two wakes; the floor's
+// (InterceptJoinFloor) does too.
+func joinRounds(b *testing.B, intercept grpc.UnaryServerInterceptor, waiting func() int) {
 	var runs atomic.Int64
 	d := newDispatch(&runs)
-	slow := d.handler
+	var release atomic.Pointer[chan struct{}] // the round's: closed once all wait
+	answer := d.handler
 	d.handler = func(ctx context.Context, req any) (any, error) {
-		time.Sleep(100 * time.Microsecond) // long enough for others to join
-		return slow(ctx, req)
+		<-*release.Load()
+		return answer(ctx, req)
 	}
-	c, _ := newCollapser(b, "default:\n  collapse: true\n  cacheTTL: 0s\n", nil)
 	req := &hellov1.HelloRequest{Name: "ann"}
-	b.ReportAllocs()
-	b.SetParallelism(32)
-	var calls atomic.Int64
-	start := testkit.CPUTime(b)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			calls.Add(1)
-			if _, err := c.serveUnary(d.ctx, req, d.info, d.handler); err != nil {
-				b.Error(err)
-				return
+	calls := make(chan struct{})
+	var ended sync.WaitGroup
+	var workers sync.WaitGroup
+	for range joinRound {
+		workers.Go(func() {
+			for range calls {
+				if _, err := intercept(d.ctx, req, d.info, d.handler); err != nil {
+					b.Error(err)
+				}
+				ended.Done()
 			}
+		})
+	}
+	defer workers.Wait()
+	defer close(calls)
+	b.ReportAllocs()
+	start := testkit.CPUTime(b)
+	for done := 0; done < b.N; done += joinRound {
+		n := min(joinRound, b.N-done)
+		r := make(chan struct{})
+		release.Store(&r)
+		ended.Add(n)
+		for range n {
+			calls <- struct{}{}
 		}
-	})
+		for waiting() < n {
+			time.Sleep(100 * time.Microsecond)
+		}
+		close(r)
+		ended.Wait()
+	}
 	testkit.ReportCPU(b, start)
-	b.ReportMetric(float64(calls.Load()-runs.Load())/float64(calls.Load()), "joined/op")
+	b.ReportMetric(float64(int64(b.N)-runs.Load())/float64(b.N), "joined/op")
 }
 
 func BenchmarkLoopbackDirect(b *testing.B) {
