@@ -192,7 +192,8 @@ func BenchmarkInterceptJoin(b *testing.B) {
 // BenchmarkInterceptJoinFloor is the least a join does, as
 // BenchmarkInterceptFloor is the least a hit does: InterceptJoin's rounds,
 // through the barest group (a mutex, a map, and a channel closed when the
-// run ends). Each caller encodes its request to find the run by the bytes,
+// run ends; x/sync's singleflight would do, but tells nobody who waits,
+// which the rounds must know). Each caller encodes its request to find the run by the bytes,
 // and decodes its own reply of the answer's; a joiner parks and is woken.
 // Nothing else: no header in the key, no policy, no bound, no counter, no
 // entry. InterceptJoin's cpu-ns/op over this one's is the engine's own.
@@ -258,10 +259,13 @@ const joinRound = 32
 func joinRounds(b *testing.B, intercept grpc.UnaryServerInterceptor, waiting func() int) {
 	var runs atomic.Int64
 	d := newDispatch(&runs)
-	var release atomic.Pointer[chan struct{}] // the round's: closed once all wait
+	// The round's, closed once all wait. A worker reads it after the
+	// round's call reached it, and the next round's is made once every
+	// call has ended: the channels order both.
+	var release chan struct{}
 	answer := d.handler
 	d.handler = func(ctx context.Context, req any) (any, error) {
-		<-*release.Load()
+		<-release
 		return answer(ctx, req)
 	}
 	req := &hellov1.HelloRequest{Name: "ann"}
@@ -284,8 +288,7 @@ func joinRounds(b *testing.B, intercept grpc.UnaryServerInterceptor, waiting fun
 	start := testkit.CPUTime(b)
 	for done := 0; done < b.N; done += joinRound {
 		n := min(joinRound, b.N-done)
-		r := make(chan struct{})
-		release.Store(&r)
+		release = make(chan struct{})
 		ended.Add(n)
 		for range n {
 			calls <- struct{}{}
@@ -293,7 +296,7 @@ func joinRounds(b *testing.B, intercept grpc.UnaryServerInterceptor, waiting fun
 		for waiting() < n && !b.Failed() { // a call that failed waits for nothing
 			time.Sleep(100 * time.Microsecond)
 		}
-		close(r)
+		close(release)
 		ended.Wait()
 		if b.Failed() {
 			return
